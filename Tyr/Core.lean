@@ -1,0 +1,82 @@
+/-!
+# Tyr.Core — shapes, tensors and the graph nodes they stand for
+
+A model in Tyr is an ordinary Lean function over tensors. A tensor `T s` is a *structure*
+indexed by its shape, so `T #[1]` and `T #[2]` are different types and a dimension
+mismatch is a type error. The value inside is a node of the model's graph; running the
+model builds the graph IR that the Python harness executes.
+
+`numel`, `prim` and `param` are the three definitions the Python checker implements
+natively (it checks their signatures against these declarations); everything else in
+`Tyr/` is read and type-checked by it. See `docs/lean-subset.md`.
+-/
+
+namespace torch
+
+/-- A tensor shape: one `Nat` per dimension, outermost first. -/
+abbrev Shape := Array Nat
+
+/-- Number of elements of a shape (`1` for a scalar). -/
+def numel (s : Shape) : Nat := s.foldl (fun acc d => acc * d) 1
+
+/-- Element type of a graph value. -/
+inductive DType where
+  | f32
+  | i64
+  deriving Repr, BEq, Inhabited
+
+/-- How a parameter is initialised when the graph is instantiated. -/
+inductive Init where
+  | zeros
+  | ones
+  | normal (std : Float)
+  | uniform (bound : Float)
+  deriving Repr, Inhabited
+
+/-- A compile-time value attached to an op node: a factor, an epsilon, a target shape. -/
+inductive Attr where
+  | nat (key : String) (value : Nat)
+  | float (key : String) (value : Float)
+  | shape (key : String) (value : Shape)
+  deriving Repr, Inhabited
+
+/-- A node of the model graph: a model input, a parameter leaf, or an op application. -/
+inductive Node where
+  | input (name : String) (shape : Shape) (dtype : DType)
+  | param (init : Init) (shape : Shape) (dtype : DType)
+  | op (name : String) (args : List Node) (attrs : List Attr) (shape : Shape) (dtype : DType)
+  deriving Inhabited
+
+/-- A float tensor of shape `s`. -/
+structure T (s : Shape) where
+  node : Node
+  deriving Inhabited
+
+/-- An integer (int64) tensor of shape `s`: token ids, class targets. -/
+structure IT (s : Shape) where
+  node : Node
+  deriving Inhabited
+
+/-- Emit the op node `name`; its shape is the one the expected type asks for. Every typed op
+of `Tyr.Ops` and `Tyr.NN` is a `prim` whose arguments are its tensor arguments in order and
+whose attributes are its other explicit arguments, named as in its signature. -/
+def prim {s : Shape} (name : String) (args : List Node) (attrs : List Attr := []) : T s :=
+  ⟨.op name args attrs s .f32⟩
+
+/-- A parameter leaf initialised by `init`; its path is the field path it sits at. -/
+def param {s : Shape} (init : Init) : T s :=
+  ⟨.param init s .f32⟩
+
+/-- A parameter drawn from `N(0, std²)`. -/
+def normal {s : Shape} (std : Float) : T s := param (.normal std)
+
+/-- A parameter drawn uniformly from `[-bound, bound]`. -/
+def uniform {s : Shape} (bound : Float) : T s := param (.uniform bound)
+
+/-- A parameter initialised to zeros (biases). -/
+def zeros {s : Shape} : T s := param .zeros
+
+/-- A parameter initialised to ones (norm gains). -/
+def ones {s : Shape} : T s := param .ones
+
+end torch

@@ -1,0 +1,82 @@
+/-!
+# Tyr.Ops — typed tensor operations
+
+Each op is a `prim`: its signature is its typing rule (the Python checker and the IR
+validator read it from here), its body emits the graph node. Ops whose typing depends on the
+rank have one name per rank (`transpose`, `transpose3`): Lean cannot unify `s.push n` against
+a literal shape, so a rank-polymorphic signature would not infer its dims.
+-/
+import Tyr.Core
+
+namespace torch
+
+/-- `x Mᵀ`: a batch of `b` rows of width `m` through an `n × m` weight. -/
+def linear {m n b : Nat} (x : T #[b, m]) (M : T #[n, m]) : T #[b, n] :=
+  prim "linear" [x.node, M.node]
+
+/-- `x Mᵀ + bias`. -/
+def linearBias {m n b : Nat} (x : T #[b, m]) (M : T #[n, m]) (bias : T #[n]) : T #[b, n] :=
+  prim "linear_bias" [x.node, M.node, bias.node]
+
+/-- Matrix product. -/
+def matmul {a b c : Nat} (x : T #[a, b]) (y : T #[b, c]) : T #[a, c] :=
+  prim "matmul" [x.node, y.node]
+
+/-- Batched matrix product over a leading dimension `n`. -/
+def bmm {n a b c : Nat} (x : T #[n, a, b]) (y : T #[n, b, c]) : T #[n, a, c] :=
+  prim "bmm" [x.node, y.node]
+
+/-- Elementwise sum of two tensors of the same shape. -/
+def add {s : Shape} (x y : T s) : T s :=
+  prim "add" [x.node, y.node]
+
+/-- Elementwise difference. -/
+def sub {s : Shape} (x y : T s) : T s :=
+  prim "sub" [x.node, y.node]
+
+/-- Elementwise product. -/
+def mul {s : Shape} (x y : T s) : T s :=
+  prim "mul" [x.node, y.node]
+
+/-- Multiply every element by the constant `alpha`. -/
+def scale {s : Shape} (x : T s) (alpha : Float) : T s :=
+  prim "scale" [x.node] [.float "alpha" alpha]
+
+/-- `max x 0`, elementwise. -/
+def relu {s : Shape} (x : T s) : T s :=
+  prim "relu" [x.node]
+
+/-- GELU (exact, with `erf`), elementwise. -/
+def gelu {s : Shape} (x : T s) : T s :=
+  prim "gelu" [x.node]
+
+/-- Hyperbolic tangent, elementwise. -/
+def tanh {s : Shape} (x : T s) : T s :=
+  prim "tanh" [x.node]
+
+/-- Softmax over the last dimension. -/
+def softmax {s : Shape} (x : T s) : T s :=
+  prim "softmax" [x.node]
+
+/-- Sum of all elements. -/
+def sum {s : Shape} (x : T s) : T #[] :=
+  prim "sum" [x.node]
+
+/-- Mean of all elements. -/
+def mean {s : Shape} (x : T s) : T #[] :=
+  prim "mean" [x.node]
+
+/-- View `x` with another shape of the same number of elements; `decide` checks it. -/
+def reshape {s : Shape} (x : T s) (target : Shape)
+    (h : numel s = numel target := by decide) : T target :=
+  prim "reshape" [x.node] [.shape "target" target]
+
+/-- Transpose of a matrix. -/
+def transpose {a b : Nat} (x : T #[a, b]) : T #[b, a] :=
+  prim "transpose" [x.node]
+
+/-- Transpose of the last two dimensions of a batch of matrices. -/
+def transpose3 {n a b : Nat} (x : T #[n, a, b]) : T #[n, b, a] :=
+  prim "transpose3" [x.node]
+
+end torch

@@ -1,0 +1,61 @@
+"""One error family for every boundary of pytyr.
+
+Each error is a sentence that names the thing, the place and, where possible, the fix.
+Errors that can gather several problems (a Lean file, an IR document) carry them all.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class TyrError(Exception):
+    """Base class of every error pytyr raises on purpose."""
+
+
+@dataclass(frozen=True)
+class Pos:
+    """A position in a source file: 1-based line, 0-based column (as Lean prints them)."""
+
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    pos: Pos
+    message: str
+    severity: str = "error"
+
+    def __str__(self) -> str:
+        return f"{self.pos}: {self.severity}: {self.message}"
+
+
+class LeanError(TyrError):
+    """Problems found in Lean source: syntax, subset, names, types. Gathered, located."""
+
+    def __init__(self, diagnostics: list[Diagnostic]):
+        self.diagnostics = list(diagnostics)
+        super().__init__("\n".join(str(d) for d in self.diagnostics))
+
+
+class IRError(TyrError):
+    """A graph IR document that is malformed or inconsistent; lists every problem found."""
+
+    def __init__(self, problems: list[str], source: str = "<graph>"):
+        self.problems = list(problems)
+        self.source = source
+        head = f"{source}: invalid graph IR ({len(self.problems)} problem"
+        head += "s)" if len(self.problems) != 1 else ")"
+        super().__init__(head + ":\n" + "\n".join(f"  - {p}" for p in self.problems))
+
+
+class ExecError(TyrError):
+    """A failure while running a node; names the node and its Lean source position."""
+
+
+class ConfigError(TyrError):
+    """A bad configuration value: names the key and what was expected."""

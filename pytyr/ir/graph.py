@@ -1,0 +1,113 @@
+"""The graph IR: the contract between front ends (Lean checker, C ABI) and the harness.
+
+A graph is plain data: inputs, parameters, nodes in topological order, outputs. Every value
+is referred to by name: inputs by their Lean binder name, parameters by their path
+(``blocks.0.attn.w_q``, also the checkpoint key), nodes by ``%k``. See docs/ir.md.
+This module only (de)serialises; `pytyr.ir.validate` decides whether a graph is sound.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+FORMAT = "tyr.graph"
+VERSION = 1
+DTYPES = ("f32", "i64")
+INIT_KINDS = {"zeros": (), "ones": (), "normal": ("std",), "uniform": ("bound",)}
+
+AttrValue = int | float | list[int]
+
+
+@dataclass(frozen=True)
+class TensorType:
+    shape: tuple[int, ...]
+    dtype: str = "f32"
+
+    def __str__(self) -> str:
+        family = "T" if self.dtype == "f32" else "IT"
+        return f"{family} #[{', '.join(map(str, self.shape))}]"
+
+
+@dataclass
+class Input:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str = "f32"
+
+    @property
+    def type(self) -> TensorType:
+        return TensorType(tuple(self.shape), self.dtype)
+
+
+@dataclass
+class Param:
+    path: str
+    shape: tuple[int, ...]
+    dtype: str = "f32"
+    init: dict[str, Any] = field(default_factory=lambda: {"kind": "normal", "std": 0.02})
+
+    @property
+    def type(self) -> TensorType:
+        return TensorType(tuple(self.shape), self.dtype)
+
+
+@dataclass
+class Node:
+    name: str
+    op: str
+    inputs: list[str]
+    attrs: dict[str, AttrValue]
+    shape: tuple[int, ...]
+    dtype: str = "f32"
+    loc: str | None = None  # "file:line:col" of the Lean application that made the node
+
+    @property
+    def type(self) -> TensorType:
+        return TensorType(tuple(self.shape), self.dtype)
+
+
+@dataclass
+class Output:
+    name: str
+    ref: str
+
+
+@dataclass
+class Graph:
+    model: str
+    inputs: list[Input]
+    params: list[Param]
+    nodes: list[Node]
+    outputs: list[Output]
+    config: dict[str, Any] = field(default_factory=dict)
+    source: str | None = None
+
+    def to_json(self, indent: int | None = 1) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def to_dict(self) -> dict[str, Any]:
+        def clean(obj: Any) -> dict[str, Any]:
+            d = asdict(obj)
+            if "shape" in d:
+                d["shape"] = list(d["shape"])
+            return d
+
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "model": self.model,
+            "source": self.source,
+            "config": self.config,
+            "inputs": [clean(i) for i in self.inputs],
+            "params": [clean(p) for p in self.params],
+            "nodes": [clean(n) for n in self.nodes],
+            "outputs": [clean(o) for o in self.outputs],
+        }
+
+    def types(self) -> dict[str, TensorType]:
+        """Type of every named value (inputs, parameters, nodes)."""
+        env: dict[str, TensorType] = {i.name: i.type for i in self.inputs}
+        env.update({p.path: p.type for p in self.params})
+        env.update({n.name: n.type for n in self.nodes})
+        return env

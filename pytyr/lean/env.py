@@ -1,0 +1,111 @@
+"""What the checker knows about global names: structures, inductives, definitions."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import Pos
+from . import syntax as S
+from .terms import FLOAT, NAT, STRING, TYPE, App, Param, Pi, Term
+
+
+@dataclass
+class FieldInfo:
+    name: str
+    uid: int  # the field as a variable in later field types
+    type: Term
+    pos: Pos
+    default: S.Expr | None = None
+    doc: str | None = None
+
+
+@dataclass
+class StructInfo:
+    name: str
+    params: tuple[Param, ...]
+    fields: list[FieldInfo]
+    deriving: list[str]
+    pos: Pos
+
+
+@dataclass
+class CtorInfo:
+    name: str
+    inductive: str
+    params: tuple[Param, ...]
+
+
+@dataclass
+class IndInfo:
+    name: str
+    params: tuple[Param, ...]
+    ctors: dict[str, CtorInfo]
+    pos: Pos
+
+
+@dataclass
+class OpInfo:
+    """A typed op: a def whose body is `prim "name" [t.node, ...] [attrs]`."""
+
+    prim: str
+    tensors: list[str]  # explicit tensor binders, in order
+    attrs: list[tuple[str, str]]  # (binder name, Attr constructor: nat | float | shape)
+
+
+@dataclass
+class InitInfo:
+    """A parameter initialiser: a def whose body is `param (.kind arg...)`."""
+
+    kind: str
+    args: list[str]
+
+
+@dataclass
+class DefInfo:
+    name: str
+    pos: Pos
+    kind: str  # def | abbrev | builtin
+    params: tuple[Param, ...]
+    result: Term
+    body: S.Expr | None = None
+    attrs: list[str] = field(default_factory=list)
+    native: bool = False
+    op: OpInfo | None = None
+    init: InitInfo | None = None
+    value: Term | None = None  # body as a term when it is a value (Nat, Shape, config, ...)
+    tensor_level: bool = False  # result mentions tensors: inlined when instantiated
+    doc: str | None = None
+
+    @property
+    def type(self) -> Pi | Term:
+        return Pi(self.params, self.result) if self.params else self.result
+
+
+@dataclass
+class BuiltinType:
+    name: str
+    arity: int
+
+
+BUILTIN_TYPES = {"Nat": 0, "Float": 0, "String": 0, "Bool": 0, "Array": 1, "List": 1}
+
+
+def builtin_defs() -> dict[str, DefInfo]:
+    """Functions the checker evaluates itself (Lean's core library, not Tyr's)."""
+    pos = Pos("<builtin>", 0, 0)
+    x = Param("x", -1, "explicit", NAT)
+    y = Param("x", -2, "explicit", FLOAT)
+    return {
+        "Nat.toFloat": DefInfo("Nat.toFloat", pos, "builtin", (x,), FLOAT),
+        "Float.sqrt": DefInfo("Float.sqrt", pos, "builtin", (y,), FLOAT),
+        "Float.exp": DefInfo("Float.exp", pos, "builtin", (y,), FLOAT),
+        "Float.log": DefInfo("Float.log", pos, "builtin", (y,), FLOAT),
+    }
+
+
+# `numel`, `prim` and `param` live in Tyr/Core.lean; the checker implements them natively.
+NATIVE_DEFS = {"torch.numel", "torch.prim", "torch.param"}
+# Lean-only modules (metaprograms); the checker provides what they provide.
+NATIVE_MODULE_PREFIX = "Tyr.Meta"
+NATIVE_DERIVING = {"Repr", "BEq", "Inhabited", "Hashable", "DecidableEq", "TensorStruct"}
+KNOWN_ATTRS = {"model"}
+_ = (STRING, TYPE, App)

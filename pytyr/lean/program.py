@@ -1,0 +1,157 @@
+"""Load Lean files the way Lake resolves them, check them, and instantiate models as graphs.
+
+`import Tyr` (and `Tyr.X`) resolves to the Lean library shipped with pytyr; other imports
+resolve against the directory of the importing root file, as `A.B` → `A/B.lean`. Modules
+under `Tyr.Meta` are Lean metaprograms that the checker provides natively.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import Diagnostic, LeanError, Pos
+from . import syntax as S
+from .elab import Elaborator, Fail
+from .env import NATIVE_MODULE_PREFIX, DefInfo
+from .parser import Parser
+
+
+def tyr_root() -> Path:
+    """Directory holding `Tyr.lean` and `Tyr/`: inside the wheel, or the repository."""
+    here = Path(__file__).resolve().parent.parent
+    for cand in (here / "_lean", here.parent):
+        if (cand / "Tyr.lean").is_file() and (cand / "Tyr").is_dir():
+            return cand
+    raise FileNotFoundError("the Tyr Lean library was not found next to pytyr "
+                            f"(looked in {here / '_lean'} and {here.parent})")
+
+
+@dataclass
+class Program:
+    """Every module reachable from the root files, elaborated in import order."""
+
+    elab: Elaborator = field(default_factory=Elaborator)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    loaded: dict[str, Path] = field(default_factory=dict)  # module name -> file
+    modules: dict[Path, S.Module] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def load_file(self, path: str | Path) -> None:
+        path = Path(path)
+        if not path.is_file():
+            self.diagnostics.append(Diagnostic(Pos(str(path), 1, 0), "file not found"))
+            return
+        self._load(path, self._display(path), str(path.resolve()), [], root=path.parent)
+
+    def _display(self, path: Path) -> str:
+        try:
+            return str(path.resolve().relative_to(Path.cwd()))
+        except ValueError:
+            return str(path)
+
+    def _resolve_import(self, name: str, root: Path) -> Path | None:
+        rel = Path(*name.split(".")).with_suffix(".lean")
+        bases = [tyr_root()] if name == "Tyr" or name.startswith("Tyr.") else [root]
+        for base in bases:
+            if (base / rel).is_file():
+                return base / rel
+        return None
+
+    def _load(self, path: Path, shown: str, key: str, stack: list[str], root: Path) -> None:
+        if key in stack:
+            self.diagnostics.append(Diagnostic(Pos(shown, 1, 0),
+                                               "import cycle: " + " → ".join(stack + [key])))
+            return
+        if any(str(p.resolve()) == key for p in self.modules):
+            return
+        t0 = time.perf_counter()
+        text = path.read_text(encoding="utf-8")
+        try:
+            mod = Parser(text, shown).module()
+        except LeanError as err:
+            self.diagnostics.extend(err.diagnostics)
+            self.modules[path] = S.Module(shown, [], [])
+            return
+        self.modules[path] = mod
+        for imp in mod.imports:
+            if imp.module.startswith(NATIVE_MODULE_PREFIX) or imp.module == "Tyr":
+                self.elab.meta_imported = True
+            if imp.module == NATIVE_MODULE_PREFIX or imp.module.startswith(NATIVE_MODULE_PREFIX + "."):
+                continue
+            if imp.module in ("Lean", "Init", "Std") or imp.module.startswith(("Lean.", "Std.")):
+                self.diagnostics.append(Diagnostic(imp.pos, f"importing '{imp.module}' is not "
+                                                   "in the Tyr subset of Lean"))
+                continue
+            target = self._resolve_import(imp.module, root)
+            if target is None:
+                self.diagnostics.append(Diagnostic(imp.pos, f"unknown module '{imp.module}' "
+                                                   "(imports resolve as Lake does: A.B → A/B.lean)"))
+                continue
+            sub_root = tyr_root() if imp.module.split(".")[0] == "Tyr" else root
+            self._load(target, self._display(target), str(target.resolve()), stack + [key], sub_root)
+        self._elaborate(mod)
+        self.timings[shown] = time.perf_counter() - t0
+
+    def _elaborate(self, mod: S.Module) -> None:
+        el = self.elab
+        el.namespaces, el.opens, el.scopes = [], [], []
+        for cmd in mod.commands:
+            try:
+                el.command(cmd)
+            except Fail as err:
+                self.diagnostics.append(Diagnostic(err.pos, err.msg))
+            finally:
+                el.pending = []
+        if el.scopes:
+            kind, name, _, _ = el.scopes[-1]
+            self.diagnostics.append(Diagnostic(Pos(mod.file, 1, 0),
+                                               f"{kind} '{name or ''}' is never closed with `end`"))
+
+    # ---- queries ------------------------------------------------------------------------
+    def raise_if_errors(self) -> None:
+        if self.diagnostics:
+            raise LeanError(self.diagnostics)
+
+    def models(self) -> dict[str, DefInfo]:
+        return {n: i for n, i in self.elab.env.items()
+                if isinstance(i, DefInfo) and "model" in i.attrs}
+
+    def find_model(self, name: str) -> DefInfo:
+        models = self.models()
+        if name in models:
+            return models[name]
+        hits = [n for n in models if n.split(".")[-1] == name]
+        if len(hits) == 1:
+            return models[hits[0]]
+        known = ", ".join(sorted(models)) or "none"
+        raise LeanError([Diagnostic(Pos("<command line>", 1, 0),
+                                    f"no model named '{name}' (models marked @[model]: {known})")])
+
+    def ops(self) -> dict[str, DefInfo]:
+        return {i.op.prim: i for i in self.elab.env.values()
+                if isinstance(i, DefInfo) and i.op is not None}
+
+
+def load(*paths: str | Path) -> Program:
+    """Parse and check the given files (and what they import); raise on any error."""
+    prog = Program()
+    for p in paths:
+        prog.load_file(p)
+    prog.raise_if_errors()
+    return prog
+
+
+def check_files(*paths: str | Path) -> list[Diagnostic]:
+    """Check files independently; return every diagnostic found."""
+    out: list[Diagnostic] = []
+    for p in paths:
+        prog = Program()
+        prog.load_file(p)
+        out.extend(d for d in prog.diagnostics if d not in out)
+    return out
+
+
+def library() -> Program:
+    """The Tyr library alone: the one source of op signatures."""
+    return load(tyr_root() / "Tyr.lean")
