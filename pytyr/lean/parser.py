@@ -27,7 +27,7 @@ UNSUPPORTED_COMMANDS = {
     "initialize": "`initialize`", "private": "`private`", "protected": "`protected`",
     "noncomputable": "`noncomputable`", "partial": "`partial`", "unsafe": "`unsafe`",
 }
-UNSUPPORTED_TERMS = {"if": "`if`", "match": "`match`", "do": "`do` blocks",
+UNSUPPORTED_TERMS = {"if": "`if`", "match": "`match`", "do": "`do` notation",
                      "have": "`have`", "show": "`show`"}
 
 

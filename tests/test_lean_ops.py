@@ -1,0 +1,112 @@
+"""Every typed op of Tyr/Ops.lean and Tyr/NN.lean: a well-typed use is accepted, a shape
+violation is rejected at the right line with both types in the message."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lean.helpers import check_src, one_error
+
+# (name, accepted source, rejected source, fragments the error must contain)
+CASES = [
+    ("linear",
+     "def f (x : T #[32, 768]) (w : T #[512, 768]) : T #[32, 512] := linear x w",
+     "def f (x : T #[32, 768]) (w : T #[768, 512]) : T #[32, 512] := linear x w",
+     ["argument 'M' of 'linear'", "T #[768, 512]", "T #[?n, 768]"]),
+    ("linearBias",
+     "def f (x : T #[4, 3]) (w : T #[5, 3]) (b : T #[5]) : T #[4, 5] := linearBias x w b",
+     "def f (x : T #[4, 3]) (w : T #[5, 3]) (b : T #[3]) : T #[4, 5] := linearBias x w b",
+     ["argument 'bias' of 'linearBias'", "T #[3]", "T #[5]"]),
+    ("matmul",
+     "def f (x : T #[2, 3]) (y : T #[3, 4]) : T #[2, 4] := matmul x y",
+     "def f (x : T #[2, 3]) (y : T #[4, 3]) : T #[2, 3] := matmul x y",
+     ["argument 'y' of 'matmul'", "T #[4, 3]", "T #[3, ?c]"]),
+    ("bmm",
+     "def f (x : T #[8, 2, 3]) (y : T #[8, 3, 4]) : T #[8, 2, 4] := bmm x y",
+     "def f (x : T #[8, 2, 3]) (y : T #[7, 3, 4]) : T #[8, 2, 4] := bmm x y",
+     ["argument 'y' of 'bmm'", "T #[7, 3, 4]", "T #[8, 3, ?c]"]),
+    ("add",
+     "def f (x y : T #[2, 3]) : T #[2, 3] := add x y",
+     "def f (x : T #[2, 3]) (y : T #[3, 2]) : T #[2, 3] := add x y",
+     ["argument 'y' of 'add'", "T #[3, 2]", "T #[2, 3]"]),
+    ("sub",
+     "def f (x y : T #[5]) : T #[5] := sub x y",
+     "def f (x : T #[5]) (y : T #[6]) : T #[5] := sub x y",
+     ["argument 'y' of 'sub'", "T #[6]"]),
+    ("mul",
+     "def f (x y : T #[5]) : T #[5] := mul x y",
+     "def f (x : T #[5]) (y : T #[5, 1]) : T #[5] := mul x y",
+     ["argument 'y' of 'mul'", "T #[5, 1]"]),
+    ("scale",
+     "def f (x : T #[5]) : T #[5] := scale x 0.5",
+     "def f (x : T #[5]) : T #[5] := scale x x",
+     ["argument 'alpha' of 'scale'", "Float"]),
+    ("relu",
+     "def f (x : T #[2, 2]) : T #[2, 2] := relu x",
+     "def f (x : T #[2, 2]) : T #[4] := relu x",
+     ["relu", "T #[2, 2]", "T #[4]"]),
+    ("gelu",
+     "def f (x : T #[3]) : T #[3] := gelu x",
+     "def f (x : T #[3]) : T #[3, 1] := gelu x",
+     ["gelu", "T #[3]", "T #[3, 1]"]),
+    ("tanh",
+     "def f (x : T #[3]) : T #[3] := tanh x",
+     "def f (x : IT #[3]) : T #[3] := tanh x",
+     ["argument 'x' of 'tanh'", "IT #[3]"]),
+    ("softmax",
+     "def f (x : T #[2, 7]) : T #[2, 7] := softmax x",
+     "def f (x : T #[2, 7]) : T #[2] := softmax x",
+     ["softmax", "T #[2, 7]", "T #[2]"]),
+    ("sum",
+     "def f (x : T #[2, 7]) : T #[] := sum x",
+     "def f (x : T #[2, 7]) : T #[2] := sum x",
+     ["sum", "T #[]", "T #[2]"]),
+    ("mean",
+     "def f (x : T #[2, 7]) : T #[] := mean x",
+     "def f (x : T #[2, 7]) : T #[1] := mean x",
+     ["mean", "T #[]", "T #[1]"]),
+    ("reshape",
+     "def f (x : T #[2, 6]) : T #[3, 4] := reshape x #[3, 4]",
+     "def f (x : T #[2, 6]) : T #[5, 2] := reshape x #[5, 2]",
+     ["`by decide` failed", "numel #[2, 6] = numel #[5, 2]", "12 ≠ 10"]),
+    ("transpose",
+     "def f (x : T #[2, 3]) : T #[3, 2] := transpose x",
+     "def f (x : T #[2, 3]) : T #[2, 3] := transpose x",
+     ["transpose", "T #[3, 2]", "T #[2, 3]"]),
+    ("transpose3",
+     "def f (x : T #[4, 2, 3]) : T #[4, 3, 2] := transpose3 x",
+     "def f (x : T #[2, 3]) : T #[3, 2] := transpose3 x",
+     ["argument 'x' of 'transpose3'", "T #[2, 3]", "T #[?n, ?a, ?b]"]),
+    ("embedding",
+     "def f (i : IT #[8]) (e : T #[100, 16]) : T #[8, 16] := embedding i e",
+     "def f (i : T #[8]) (e : T #[100, 16]) : T #[8, 16] := embedding i e",
+     ["argument 'idx' of 'embedding'", "T #[8]", "IT #[?b]"]),
+    ("layerNorm",
+     "def f (x : T #[4, 8]) (g b : T #[8]) : T #[4, 8] := layerNorm x g b (eps := 1e-6)",
+     "def f (x : T #[4, 8]) (g : T #[4]) (b : T #[8]) : T #[4, 8] := layerNorm x g b",
+     ["argument 'w' of 'layerNorm'", "T #[4]", "T #[8]"]),
+    ("crossEntropy",
+     "def f (z : T #[4, 10]) (y : IT #[4]) : T #[] := crossEntropy z y",
+     "def f (z : T #[4, 10]) (y : IT #[10]) : T #[] := crossEntropy z y",
+     ["argument 'target' of 'crossEntropy'", "IT #[10]", "IT #[4]"]),
+]
+
+
+@pytest.mark.parametrize("name,good,bad,frags", CASES, ids=[c[0] for c in CASES])
+def test_op_accepts_well_typed_use(tmp_path, name, good, bad, frags):
+    assert check_src(tmp_path, good) == []
+
+
+@pytest.mark.parametrize("name,good,bad,frags", CASES, ids=[c[0] for c in CASES])
+def test_op_rejects_shape_violation_at_its_line(tmp_path, name, good, bad, frags):
+    d = one_error(tmp_path, bad)
+    assert d.pos.line == 3, d  # the snippet's line, after the two-line prelude
+    assert d.pos.file.endswith("M.lean")
+    for frag in frags:
+        assert frag in d.message, (frag, d.message)
+    assert str(d).startswith(f"{d.pos.file}:3:{d.pos.col}: error: ")
+
+
+def test_every_op_of_the_library_has_a_case():
+    from pytyr.lean import library
+    declared = {info.name.removeprefix("torch.") for info in library().ops().values()}
+    assert declared == {c[0] for c in CASES}
