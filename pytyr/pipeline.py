@@ -1,0 +1,27 @@
+"""From a Lean model to a runnable module: instantiate → validate → lower.
+
+The graph made by our own checker goes through the same validator as a graph from any other
+front end (the C ABI), as JSON, so the harness only ever runs what it has checked itself.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .ir.graph import Graph
+from .ir.validate import load_graph
+from .lean import LeanSignatures, instantiate_model, load
+
+
+def graph_from_lean(path: str | Path, model: str, values: dict[str, Any]) -> Graph:
+    """Check `path`, instantiate `model` with `values` (keyed by binder name), validate."""
+    prog = load(path)
+    graph = instantiate_model(prog, model, values)
+    return load_graph(graph.to_json(indent=None), LeanSignatures(prog), source=f"{path}:{model}")
+
+
+def module_from_graph(graph: Graph, *, seed: int = 0) -> Any:
+    """The executable `TyrModule` (torch is imported only here, not for checking)."""
+    from .exec.lower import build_module
+
+    return build_module(graph, seed=seed)

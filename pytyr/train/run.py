@@ -1,0 +1,130 @@
+"""`tyr train`: a Lean model, a task and a training config, end to end.
+
+The config is JSON with four tables; every key is checked before anything runs, so a typo
+fails in a second with the key named instead of after an hour of training:
+  model  argument values of the @[model] def (dims, config structures)
+  task   the data: {"name": "spirals", "train_size", "test_size", "seed"}
+  train  optimiser and schedule: steps, lr, weight_decay, warmup, grad_clip, seed
+  out    directory for the run's outputs (loss curve PNG, metrics JSON)
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+
+SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "task": {"name": str, "train_size": int, "test_size": int, "seed": int},
+    "train": {"steps": int, "lr": (int, float), "weight_decay": (int, float), "warmup": int,
+              "grad_clip": (int, float, type(None)), "seed": int, "eval_every": int},
+}
+TOP = {"model": dict, "task": dict, "train": dict, "out": str}
+
+
+def check_config(cfg: dict[str, Any], source: str) -> None:
+    for key, value in cfg.items():
+        if key not in TOP:
+            raise ConfigError(f"{source}: unknown key '{key}' (known: {', '.join(TOP)})")
+        if not isinstance(value, TOP[key]):
+            raise ConfigError(f"{source}: '{key}' must be a {TOP[key].__name__}, got {value!r}")
+    for table, fields in SCHEMA.items():
+        for key, value in cfg.get(table, {}).items():
+            if key not in fields:
+                raise ConfigError(f"{source}: unknown key '{table}.{key}' "
+                                  f"(known: {', '.join(fields)})")
+            want = fields[key]
+            if isinstance(value, bool) or not isinstance(value, want):
+                names = " or ".join(t.__name__ for t in (want if isinstance(want, tuple) else (want,)))
+                raise ConfigError(f"{source}: '{table}.{key}' must be {names}, got {value!r}")
+    for key in ("model", "task", "train"):
+        if key not in cfg:
+            raise ConfigError(f"{source}: missing table '{key}'")
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temporary file, fsync and rename: a crash leaves the old file intact."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def plot_losses(history: list[dict[str, float]], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=120)
+    ax.plot([h["step"] for h in history], [h["loss"] for h in history], lw=1, label="train loss")
+    evals = [h for h in history if "test_accuracy" in h]
+    if evals:
+        ax2 = ax.twinx()
+        ax2.plot([h["step"] for h in evals], [h["test_accuracy"] for h in evals], "o-",
+                 color="tab:green", label="test accuracy")
+        ax2.set_ylabel("test accuracy")
+        ax2.set_ylim(0, 1)
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    ax.set_yscale("log")
+    ax.set_title(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def train_from_config(file: Path, model: str, cfg: dict[str, Any], *, source: str,
+                      progress: bool = True) -> int:
+    check_config(cfg, source)
+    task = cfg["task"]
+    if task.get("name", "spirals") != "spirals":
+        raise ConfigError(f"{source}: unknown task '{task['name']}' (known: spirals)")
+    from ..pipeline import graph_from_lean, module_from_graph
+    from . import tasks
+    from .loop import train
+
+    graph = graph_from_lean(file, model, cfg["model"])
+    batch = graph.inputs[0].shape[0]
+    tc = {"steps": 500, "lr": 1e-2, "weight_decay": 0.0, "warmup": 0, "grad_clip": 1.0,
+          "seed": 0, **cfg["train"]}
+    module = module_from_graph(graph, seed=tc["seed"])
+    seed = task.get("seed", 0)
+    x, y = tasks.make_dataset(task.get("train_size", 4096), seed)
+    xt, yt = tasks.make_dataset(task.get("test_size", 2048), seed + 1)
+    if x.shape[1:] != tuple(graph.inputs[0].shape[1:]):
+        raise ConfigError(f"{source}: the task's points have {x.shape[1]} features but the model "
+                          f"input '{graph.inputs[0].name}' is {list(graph.inputs[0].shape)}")
+
+    def evaluate(m: Any) -> dict[str, float]:
+        return {"test_accuracy": tasks.accuracy(m, xt, yt, batch)}
+
+    print(f"model {graph.model} from {file}: {len(graph.nodes)} nodes, "
+          f"{sum(1 for _ in module.parameters())} parameter tensors, "
+          f"{sum(p.numel() for p in module.parameters()):,} weights")
+    history = train(module, tasks.batches(x, y, batch, seed), steps=tc["steps"], lr=tc["lr"],
+                    weight_decay=tc["weight_decay"], warmup=tc["warmup"],
+                    grad_clip=tc["grad_clip"], eval_fn=evaluate,
+                    eval_every=tc.get("eval_every", max(tc["steps"] // 10, 1)),
+                    progress=progress, seed=tc["seed"])
+    final = history[-1]
+    out = Path(cfg.get("out", "runs/" + graph.model))
+    plot_losses(history, out / "loss.png", f"{graph.model}: training loss")
+    atomic_write_text(out / "metrics.json", json.dumps(
+        {"model": graph.model, "final_loss": final["loss"],
+         "test_accuracy": final["test_accuracy"], "history": history}, indent=1))
+    print(f"step {int(final['step'])}: loss {final['loss']:.4f}, "
+          f"test accuracy {final['test_accuracy']:.2%}")
+    print(f"wrote {out / 'loss.png'} and {out / 'metrics.json'}")
+    return 0
