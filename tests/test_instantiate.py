@@ -1,0 +1,122 @@
+"""Instantiating a @[model]: graph IR from Lean, argument values, parameter paths, errors."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytyr.errors import ConfigError, LeanError
+from pytyr.ir.validate import load_graph
+from pytyr.lean import LeanSignatures, instantiate_model, load
+
+MLP = "examples/mlp/MLP.lean"
+VALUES = {"c": {"inputs": 2, "hidden": 16, "classes": 3}, "b": 8}
+
+
+@pytest.fixture(scope="module")
+def prog():
+    return load(MLP)
+
+
+def test_mlp_graph_has_inputs_params_nodes_outputs(prog):
+    g = instantiate_model(prog, "mlp", VALUES)
+    assert [(i.name, i.shape, i.dtype) for i in g.inputs] == [("x", (8, 2), "f32"), ("y", (8,), "i64")]
+    assert [(p.path, p.shape) for p in g.params] == [
+        ("w1", (16, 2)), ("b1", (16,)), ("w2", (16, 16)), ("b2", (16,)), ("w3", (3, 16)), ("b3", (3,))]
+    assert g.params[0].init == {"kind": "normal", "std": 0.5}
+    assert g.params[1].init == {"kind": "zeros"}
+    assert [n.op for n in g.nodes] == ["linear_bias", "relu", "linear_bias", "relu", "linear_bias",
+                                       "cross_entropy"]
+    assert g.nodes[-1].shape == () and g.nodes[-2].shape == (8, 3)
+    assert [o.ref for o in g.outputs] == ["%4", "%5"]
+    assert g.nodes[0].loc and g.nodes[0].loc.startswith("examples/mlp/MLP.lean:")
+
+
+def test_graph_round_trips_through_json_and_validator(prog):
+    g = instantiate_model(prog, "mlp", VALUES)
+    again = load_graph(g.to_json(), LeanSignatures(prog))
+    assert again.to_dict() == g.to_dict()
+
+
+def test_model_found_by_short_or_full_name(prog):
+    assert instantiate_model(prog, "mlp", VALUES).model == "mlp"
+
+
+@pytest.mark.parametrize("values,frag", [
+    ({**VALUES, "q": 1}, "has no argument 'q'"),
+    ({"c": VALUES["c"]}, "missing value for 'b'"),
+    ({**VALUES, "b": -1}, "'b' must be a natural number"),
+    ({**VALUES, "b": 2.5}, "'b' must be a natural number"),
+    ({**VALUES, "c": {**VALUES["c"], "hiden": 3}}, "unknown key c.hiden"),
+    ({**VALUES, "c": {"inputs": 2, "classes": 3}}, "missing value for 'c.hidden'"),
+    ({**VALUES, "c": {**VALUES["c"], "hidden": "64"}}, "'c.hidden' must be a natural number"),
+    ({"b": 8}, "missing config 'c'"),
+])
+def test_bad_values_are_named(prog, values, frag):
+    with pytest.raises(ConfigError) as e:
+        instantiate_model(prog, "mlp", values)
+    assert frag in str(e.value)
+
+
+def test_unknown_model_lists_the_models(prog):
+    with pytest.raises(LeanError) as e:
+        instantiate_model(prog, "gpt", VALUES)
+    assert "no model named 'gpt'" in str(e.value) and "mlp" in str(e.value)
+
+
+def test_nested_parameter_structures_get_dotted_paths(tmp_path):
+    src = """import Tyr
+open torch
+structure Cfg where
+  d : Nat
+structure Layer (c : Cfg) where
+  w : T #[c.d, c.d] := normal 0.02
+  g : T #[c.d] := ones
+structure Net (c : Cfg) where
+  first : Layer c
+  second : Layer c
+def layer (c : Cfg) {b : Nat} (p : Layer c) (x : T #[b, c.d]) : T #[b, c.d] :=
+  relu (linear x p.w)
+@[model] def net (c : Cfg) {b : Nat} (p : Net c) (x : T #[b, c.d]) : T #[] :=
+  sum (layer c p.second (layer c p.first x))
+"""
+    f = tmp_path / "Net.lean"
+    f.write_text(src)
+    g = instantiate_model(load(f), "net", {"c": {"d": 4}, "b": 2})
+    assert [p.path for p in g.params] == ["first.w", "first.g", "second.w", "second.g"]
+    assert g.nodes[0].inputs == ["x", "first.w"] and g.nodes[2].inputs == ["%1", "second.w"]
+
+
+def test_reshape_records_its_closed_target(tmp_path):
+    f = tmp_path / "R.lean"
+    f.write_text("import Tyr\nopen torch\n"
+                 "@[model] def flat (x : T #[2, 3]) : T #[3, 2] := transpose (reshape x #[2, 3] |> relu)\n"
+                 .replace(" |> relu", ""))
+    g = instantiate_model(load(f), "flat", {})
+    assert g.nodes[0].op == "reshape" and g.nodes[0].attrs == {"target": [2, 3]}
+    assert g.nodes[1].shape == (3, 2)
+
+
+def test_parameter_without_initialiser_is_rejected(tmp_path):
+    f = tmp_path / "P.lean"
+    f.write_text("import Tyr\nopen torch\nstructure P where\n  w : T #[2, 2]\n"
+                 "@[model] def m (p : P) (x : T #[1, 2]) : T #[1, 2] := linear x p.w\n")
+    with pytest.raises(LeanError) as e:
+        instantiate_model(load(f), "m", {})
+    assert "parameter 'w' has no initialiser" in str(e.value)
+    assert ":4:2:" in str(e.value)
+
+
+def test_float_attributes_are_evaluated(tmp_path):
+    f = tmp_path / "S.lean"
+    f.write_text("import Tyr\nopen torch\nstructure C where\n  n : Nat\n"
+                 "structure P (c : C) where\n  w : T #[2] := normal (0.02 / Float.sqrt (2 * c.n.toFloat))\n"
+                 "@[model] def m (c : C) (p : P c) (x : T #[2]) : T #[2] := scale (mul x p.w) 0.5\n")
+    g = instantiate_model(load(f), "m", {"c": {"n": 8}})
+    assert g.params[0].init == {"kind": "normal", "std": pytest.approx(0.005)}
+    assert g.nodes[1].attrs == {"alpha": 0.5}
+
+
+def test_graph_json_is_versioned(prog):
+    doc = json.loads(instantiate_model(prog, "mlp", VALUES).to_json())
+    assert doc["format"] == "tyr.graph" and doc["version"] == 1
