@@ -1,0 +1,74 @@
+"""The `tyr` command: exit codes and messages a person sees."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytyr.cli import main
+
+MLP = "examples/mlp/MLP.lean"
+
+
+def test_check_ok(capsys):
+    assert main(["check", MLP, "Tyr.lean"]) == 0
+    assert "ok: 2 file(s) checked" in capsys.readouterr().out
+
+
+def test_check_reports_located_errors_and_fails(tmp_path, capsys):
+    f = tmp_path / "Bad.lean"
+    f.write_text("import Tyr\nopen torch\n"
+                 "def bad (x : T #[32, 768]) (w : T #[768, 512]) : T #[32, 512] := linear x w\n")
+    assert main(["check", str(f)]) == 1
+    err = capsys.readouterr().err
+    assert f"{f}:3:74: error: argument 'M' of 'linear' has type T #[768, 512]" in err
+    assert "1 error in 1 file(s)" in err
+
+
+def test_graph_prints_ir(capsys):
+    assert main(["graph", MLP, "--model", "mlp", "--config", "examples/mlp/config.json",
+                 "--set", "b=4"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["inputs"][0]["shape"] == [4, 2]
+
+
+def test_graph_names_a_bad_key(capsys):
+    assert main(["graph", MLP, "--model", "mlp", "--set", "c.inputs=2", "--set", "c.hidden=8",
+                 "--set", "c.classes=3", "--set", "c.width=1", "--set", "b=4"]) == 1
+    assert "unknown key c.width" in capsys.readouterr().err
+
+
+def test_validate_accepts_and_rejects(tmp_path, capsys):
+    out = tmp_path / "g.json"
+    assert main(["graph", MLP, "--model", "mlp", "--config", "examples/mlp/config.json",
+                 "-o", str(out)]) == 0
+    assert main(["validate", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    doc["nodes"][0]["shape"] = [1, 1]
+    doc["nodes"][1]["op"] = "frobnicate"
+    out.write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["validate", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "%0" in err and "frobnicate" in err
+
+
+@pytest.mark.parametrize("override,frag", [
+    ("train.stepz=3", "unknown key 'train.stepz'"),
+    ("train.lr=fast", "'train.lr' must be"),
+    ("model.b=-3", "'b' must be a natural number"),
+    ("task.name=mnist", "unknown task 'mnist'"),
+])
+def test_train_rejects_bad_config_before_training(override, frag, capsys):
+    assert main(["train", MLP, "--model", "mlp", "--set", override, "-q"]) == 1
+    assert frag in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_train_mlp_reaches_95_percent(tmp_path, capsys):
+    rc = main(["train", MLP, "--model", "mlp", "--set", f"out={tmp_path}", "--set", "train.steps=300",
+               "-q"])
+    assert rc == 0
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["test_accuracy"] >= 0.95
+    assert (tmp_path / "loss.png").stat().st_size > 1000
