@@ -1,0 +1,225 @@
+"""Lowering graphs to PyTorch: every op against a hand-written computation, forward and
+backward; parameter naming and initialisation; errors at the call boundary and at run time."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from graphs import GraphBuilder, mlp
+from pytyr.errors import ExecError
+from pytyr.exec.lower import TyrModule, build_module
+from pytyr.exec.ops import OPS
+from pytyr.ir.validate import load_graph
+
+TOL = dict(rtol=1e-6, atol=1e-6)
+
+
+def _ln(x, w, b, eps):
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)
+    return (x - mu) / torch.sqrt(var + eps) * w + b
+
+
+def _ce(logits, t):
+    picked = logits[torch.arange(logits.shape[0]), t]
+    return (torch.logsumexp(logits, dim=-1) - picked).mean()
+
+
+# op: (inputs as (shape, dtype), attrs, output shape, reference written without the op)
+CASES = {
+    "linear": ([([4, 3], "f32"), ([5, 3], "f32")], {}, [4, 5], lambda x, w: x @ w.t()),
+    "linear_bias": ([([4, 3], "f32"), ([5, 3], "f32"), ([5], "f32")], {}, [4, 5],
+                    lambda x, w, b: x @ w.t() + b),
+    "matmul": ([([4, 3], "f32"), ([3, 2], "f32")], {}, [4, 2],
+               lambda x, y: (x[:, :, None] * y[None, :, :]).sum(1)),
+    "bmm": ([([2, 4, 3], "f32"), ([2, 3, 5], "f32")], {}, [2, 4, 5],
+            lambda x, y: torch.stack([x[i] @ y[i] for i in range(2)])),
+    "add": ([([3, 4], "f32"), ([3, 4], "f32")], {}, [3, 4], lambda x, y: x + y),
+    "sub": ([([3, 4], "f32"), ([3, 4], "f32")], {}, [3, 4], lambda x, y: x - y),
+    "mul": ([([3, 4], "f32"), ([3, 4], "f32")], {}, [3, 4], lambda x, y: x * y),
+    "scale": ([([3, 4], "f32")], {"alpha": 2.5}, [3, 4], lambda x: 2.5 * x),
+    "relu": ([([3, 4], "f32")], {}, [3, 4], lambda x: torch.where(x > 0, x, torch.zeros_like(x))),
+    "gelu": ([([3, 4], "f32")], {}, [3, 4],
+             lambda x: 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))),
+    "tanh": ([([3, 4], "f32")], {}, [3, 4],
+             lambda x: (torch.exp(2 * x) - 1) / (torch.exp(2 * x) + 1)),
+    "softmax": ([([3, 4], "f32")], {}, [3, 4],
+                lambda x: torch.exp(x - x.max(-1, keepdim=True).values)
+                / torch.exp(x - x.max(-1, keepdim=True).values).sum(-1, keepdim=True)),
+    "sum": ([([3, 4], "f32")], {}, [], lambda x: x.flatten().sum()),
+    "mean": ([([3, 4], "f32")], {}, [], lambda x: x.flatten().sum() / 12),
+    "reshape": ([([3, 4], "f32")], {"target": [2, 6]}, [2, 6], lambda x: x.flatten().view(2, 6)),
+    "transpose": ([([3, 4], "f32")], {}, [4, 3], lambda x: x.t()),
+    "transpose3": ([([2, 3, 4], "f32")], {}, [2, 4, 3], lambda x: x.permute(0, 2, 1)),
+    "embedding": ([([5], "i64"), ([7, 3], "f32")], {}, [5, 3], lambda i, t: t[i]),
+    "layer_norm": ([([4, 6], "f32"), ([6], "f32"), ([6], "f32")], {"eps": 1e-5}, [4, 6],
+                   lambda x, w, b: _ln(x, w, b, 1e-5)),
+    "cross_entropy": ([([4, 5], "f32"), ([4], "i64")], {}, [], _ce),
+}
+
+
+def test_cases_cover_the_op_table():
+    assert set(CASES) == set(OPS)
+
+
+@pytest.mark.parametrize("op", sorted(CASES))
+def test_op_forward_and_backward(op, fake_signatures):
+    specs, attrs, out_shape, reference = CASES[op]
+    g = GraphBuilder(op)
+    names = [g.input(f"a{k}", shape, dtype) for k, (shape, dtype) in enumerate(specs)]
+    g.output("out", g.node(op, names, out_shape, **attrs))
+    module = build_module(load_graph(g.build(), fake_signatures))
+
+    gen = torch.Generator().manual_seed(0)
+    args = []
+    for shape, dtype in specs:
+        if dtype == "i64":
+            args.append(torch.randint(0, 4, shape, generator=gen))
+        else:
+            args.append((torch.randn(shape, generator=gen) * 0.7).requires_grad_())
+    (out,) = module(*args)
+    expected = reference(*args)
+    assert out.shape == torch.Size(out_shape) and out.dtype == torch.float32
+    torch.testing.assert_close(out, expected, **TOL)
+
+    float_args = [a for a in args if a.is_floating_point()]
+    cotangent = torch.randn(out_shape, generator=gen)
+    got = torch.autograd.grad((out * cotangent).sum(), float_args)
+    want = torch.autograd.grad((expected * cotangent).sum(), float_args)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, **TOL)
+
+
+def _param_graph(fake_signatures, paths, init=None):
+    g = GraphBuilder()
+    x = g.input("x", [2, 3])
+    for p in paths:
+        g.param(p, [3, 3], init)
+    h = x
+    for p in paths:
+        h = g.node("linear", [h, p], [2, 3])
+    g.output("h", h)
+    return load_graph(g.build(), fake_signatures)
+
+
+def test_state_dict_keys_are_the_paths(fake_signatures):
+    paths = ["blocks.0.attn.w_q", "blocks.0.attn.w_k", "blocks.1.attn.w_q",
+             "blocks.1.attn.w_k", "head.to", "head.forward", "eval", "forward", "_slots", "_fx", "ir"]
+    module = build_module(_param_graph(fake_signatures, paths))
+    assert isinstance(module, TyrModule)
+    # torch lists a module's own parameters before its children's: compare as sets
+    assert sorted(module.state_dict()) == sorted(paths)
+    assert sorted(n for n, _ in module.named_parameters()) == sorted(paths)
+    # the method names used as segments didn't replace the methods
+    assert callable(module.eval) and module.train() is module
+
+
+def test_gradients_reach_parameters_and_load_state_dict(fake_signatures):
+    graph = load_graph(mlp(6), fake_signatures)
+    module = build_module(graph, seed=1)
+    x, y = torch.randn(6, 2), torch.tensor([0, 1, 2, 0, 1, 2])
+    _, loss = module(x, y)
+    loss.backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for n, p in module.named_parameters()
+               if n.endswith(".w"))
+    other = build_module(graph, seed=2)
+    assert not torch.equal(other(x, y)[1], loss)
+    other.load_state_dict(module.state_dict())
+    torch.testing.assert_close(other(x, y)[1], loss, rtol=0, atol=0)
+    # assign=True swaps the Parameter objects; forward must follow them
+    fresh = {k: torch.nn.Parameter(torch.zeros_like(v)) for k, v in module.state_dict().items()}
+    other.load_state_dict(fresh, assign=True)
+    torch.testing.assert_close(other(x, y)[1], torch.tensor(math.log(3)))
+
+
+def test_reserved_segment_rejected(fake_signatures):
+    graph = _param_graph(fake_signatures, ["block.training"])
+    with pytest.raises(ExecError, match="'block.training'.*segment 'training' is reserved"):
+        build_module(graph)
+
+
+def test_init_is_seeded_and_deterministic(fake_signatures):
+    graph = _param_graph(fake_signatures, ["a", "b"])
+    s1 = build_module(graph, seed=3).state_dict()
+    s2 = build_module(graph, seed=3).state_dict()
+    s3 = build_module(graph, seed=4).state_dict()
+    for k in s1:
+        assert torch.equal(s1[k], s2[k])
+        assert not torch.equal(s1[k], s3[k])
+    assert not torch.equal(s1["a"], s1["b"])
+    # a parameter's value depends only on (seed, path), not on the other parameters
+    alone = build_module(_param_graph(fake_signatures, ["b"]), seed=3).state_dict()
+    assert torch.equal(alone["b"], s1["b"])
+
+
+@pytest.mark.parametrize("init", [{"kind": "zeros"}, {"kind": "ones"}])
+def test_constant_inits_exact(fake_signatures, init):
+    value = 0.0 if init["kind"] == "zeros" else 1.0
+    module = build_module(_param_graph(fake_signatures, ["w"], init))
+    assert torch.equal(module.state_dict()["w"], torch.full((3, 3), value))
+
+
+def test_random_inits_match_their_spec(fake_signatures):
+    g = GraphBuilder()
+    g.param("n", [200, 500], {"kind": "normal", "std": 0.3})
+    g.param("u", [200, 500], {"kind": "uniform", "bound": 0.5})
+    g.output("n", "n")
+    g.output("u", "u")
+    state = build_module(load_graph(g.build(), fake_signatures), seed=0).state_dict()
+    n, u = state["n"], state["u"]
+    assert abs(n.mean().item()) < 0.005 and abs(n.std().item() - 0.3) < 0.005
+    assert u.min() >= -0.5 and u.max() <= 0.5
+    assert abs(u.mean().item()) < 0.005 and abs(u.std().item() - 0.5 / math.sqrt(3)) < 0.005
+
+
+def test_outputs_may_be_inputs_or_params(fake_signatures):
+    g = GraphBuilder()
+    x = g.input("x", [2])
+    g.param("p", [2], {"kind": "ones"})
+    g.output("x", x)
+    g.output("p", "p")
+    out = build_module(load_graph(g.build(), fake_signatures))(torch.tensor([3.0, 4.0]))
+    assert isinstance(out, tuple) and len(out) == 2
+    assert torch.equal(out[0], torch.tensor([3.0, 4.0])) and torch.equal(out[1], torch.ones(2))
+
+
+def test_runtime_failure_names_node_and_loc(fake_signatures):
+    g = GraphBuilder("Emb")
+    idx = g.input("idx", [3], "i64")
+    g.param("table", [4, 2])
+    e = g.node("embedding", [idx, "table"], [3, 2], loc="Emb.lean:7:11")
+    g.output("s", g.node("sum", [e], []))
+    module = build_module(load_graph(g.build(), fake_signatures))
+    assert module(torch.tensor([0, 1, 3]))[0].shape == ()
+    with pytest.raises(ExecError) as info:
+        module(torch.tensor([0, 9, 1]))
+    assert str(info.value).startswith("node %0 (embedding at Emb.lean:7:11) failed:")
+    assert isinstance(info.value.__cause__, (IndexError, RuntimeError))
+
+
+def test_wrong_inputs_rejected(fake_signatures):
+    module = build_module(load_graph(mlp(6), fake_signatures))
+    y = torch.zeros(6, dtype=torch.int64)
+    with pytest.raises(ExecError, match=r"input 'x' has shape \[5, 2\] but the graph expects \[6, 2\]"):
+        module(torch.randn(5, 2), y)
+    with pytest.raises(ExecError, match=r"input 'y' has dtype torch.float32 but the graph expects i64"):
+        module(torch.randn(6, 2), y.float())
+    with pytest.raises(ExecError, match=r"'MLP' takes 2 inputs \(x, y\) but was given 1"):
+        module(torch.randn(6, 2))
+    with pytest.raises(ExecError, match=r"input 'x' is a list, not a tensor"):
+        module([[0.0, 0.0]] * 6, y)
+
+
+def test_op_without_lowering_rejected(fake_signatures):
+    graph = load_graph(mlp(2), fake_signatures)
+    graph.nodes[1].op = "swish"  # e.g. an op the Lean library has and this table lacks
+    with pytest.raises(ExecError, match=r"node %1 \(swish at MLP.lean:13:5\): op 'swish' has no"):
+        build_module(graph)
+
+
+def test_forward_is_generated_code(fake_signatures):
+    module = build_module(load_graph(mlp(2), fake_signatures))
+    code = module._fx.code
+    assert "relu" in code and "cross_entropy" in code and "linear" in code
