@@ -1,0 +1,1 @@
+"""Training: the loop, the parameter tree (Lean's TensorStruct mirrored), example tasks."""
