@@ -29,6 +29,9 @@ SYMBOLS = [
 
 _IDENT_START = re.compile(r"[A-Za-z_\u03b1-\u03c9\u0391-\u03a9\u1f00-\u1ffe\u2100-\u214f]")
 _IDENT_REST = re.compile(r"[A-Za-z0-9_'!?\u03b1-\u03c9\u0391-\u03a9\u2080-\u2089\u2100-\u214f]")
+_DOTTED = re.compile(_IDENT_START.pattern + _IDENT_REST.pattern + "*"
+                     + r"(?:\.(?:" + _IDENT_START.pattern + _IDENT_REST.pattern + r"*|\d+))*")
+_SPACE = re.compile(r"[ \t\r\n]+")
 _NUMBER = re.compile(r"(\d+)(\.\d+)?([eE][+-]?\d+)?")
 
 
@@ -56,22 +59,26 @@ def tokenize(text: str, file: str) -> list[Token]:
 
     def advance(k: int) -> None:
         nonlocal i, line, col
-        for ch in text[i : i + k]:
-            if ch == "\n":
-                line += 1
-                col = 0
-            else:
-                col += 1
+        nls = text.count("\n", i, i + k)
+        if nls:
+            line += nls
+            col = i + k - text.rfind("\n", i, i + k) - 1
+        else:
+            col += k
         i += k
 
     while i < n:
         ch = text[i]
         if ch in " \t\r\n":
-            if ch == "\n":
-                nl = True
-            if ch == "\t":
+            m = _SPACE.match(text, i)
+            assert m
+            run = m.group(0)
+            if "\t" in run:
+                advance(run.index("\t"))
                 raise _err(file, line, col, "tabs are not allowed in Lean source; use spaces")
-            advance(1)
+            if "\n" in run:
+                nl = True
+            advance(len(run))
             ws = True
             continue
         if text.startswith("--", i):
@@ -134,17 +141,10 @@ def tokenize(text: str, file: str) -> list[Token]:
             toks.append(Token("ident", text[i + 1 : j], pos, ws, nl))
             advance(j + 1 - i)
         elif _IDENT_START.match(ch):
-            # Dotted names (`torch.linear`, `c.hidden`) are one token, as in Lean.
-            j = i + 1
-            while j < n:
-                if _IDENT_REST.match(text[j]):
-                    j += 1
-                elif text[j] == "." and j + 1 < n and _IDENT_START.match(text[j + 1]):
-                    j += 1
-                elif text[j] == "." and j + 1 < n and text[j + 1].isdigit():
-                    j += 1  # `xs.0`-style field index
-                else:
-                    break
+            # Dotted names (`torch.linear`, `c.hidden`, `xs.0`) are one token, as in Lean.
+            m = _DOTTED.match(text, i)
+            assert m
+            j = m.end()
             word = text[i:j]
             kind = "keyword" if word in KEYWORDS else "ident"
             if word == "_":
