@@ -72,3 +72,8 @@ def test_train_mlp_reaches_95_percent(tmp_path, capsys):
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["test_accuracy"] >= 0.95
     assert (tmp_path / "loss.png").stat().st_size > 1000
+
+
+def test_check_skips_lean_only_meta_modules(capsys):
+    # Metaprograms (the deriving handler, the attribute) are checked by `lake build` only.
+    assert main(["check", "Tyr/Meta.lean", "Tyr/Meta/Deriving.lean", "Tyr/Core.lean"]) == 0

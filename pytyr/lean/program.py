@@ -142,10 +142,19 @@ def load(*paths: str | Path) -> Program:
     return prog
 
 
+def is_native_module(path: str | Path) -> bool:
+    """`Tyr/Meta.lean` and `Tyr/Meta/**`: Lean metaprograms the checker provides natively."""
+    p, root = Path(path).resolve(), tyr_root().resolve()
+    return p == root / "Tyr" / "Meta.lean" or root / "Tyr" / "Meta" in p.parents
+
+
 def check_files(*paths: str | Path) -> list[Diagnostic]:
-    """Check files independently; return every diagnostic found."""
+    """Check files independently; return every diagnostic found. Lean-only meta modules of
+    the Tyr library are skipped: `lake build` is their check."""
     out: list[Diagnostic] = []
     for p in paths:
+        if is_native_module(p):
+            continue
         prog = Program()
         prog.load_file(p)
         out.extend(d for d in prog.diagnostics if d not in out)
