@@ -1,0 +1,44 @@
+import Lake
+open Lake DSL
+
+/-!
+# Tyr's Lake configuration
+
+* `lake build` type-checks the `Tyr` library (every `Tyr.lean` and `Tyr/**.lean` file) and the
+  example models (every `examples/**.lean` file, as modules `examples.<dir>.<File>`).
+* `lake run` (the default script, also `lake run test`) runs the Python test suite, `make test`.
+* `lake run train` runs the main training job, `make train`.
+
+Arguments after `--` are passed on to `make`, e.g. `lake run test -- PYTEST_ARGS=-x`.
+No external packages are required.
+-/
+
+package tyr
+
+/-- The Tyr library: `Tyr.lean` and every module under `Tyr/`, including `Tyr.Meta.Test`,
+which nothing imports and which holds the build-time checks of the meta code. -/
+@[default_target]
+lean_lib Tyr where
+  globs := #[.andSubmodules `Tyr]
+
+/-- The example models: every `.lean` file under `examples/`, whatever its directory. With the
+package directory as source root, `examples/mlp/MLP.lean` is the module `examples.mlp.MLP`. -/
+@[default_target]
+lean_lib Examples where
+  roots := #[`examples]
+  globs := #[.submodules `examples]
+
+/-- Run `make <target> <args>` in the root package's directory; return make's exit code. -/
+def runMake (target : String) (args : List String) : ScriptM UInt32 := do
+  let dir := (← getRootPackage).dir
+  let child ← IO.Process.spawn { cmd := "make", args := #[target] ++ args.toArray, cwd := some dir }
+  child.wait
+
+/-- The Python test suite (`make test`); the default script of `lake run`. -/
+@[default_script]
+script test (args) do
+  runMake "test" args
+
+/-- The main training job (`make train`). -/
+script train (args) do
+  runMake "train" args
