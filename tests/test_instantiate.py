@@ -120,3 +120,37 @@ def test_float_attributes_are_evaluated(tmp_path):
 def test_graph_json_is_versioned(prog):
     doc = json.loads(instantiate_model(prog, "mlp", VALUES).to_json())
     assert doc["format"] == "tyr.graph" and doc["version"] == 1
+
+
+def test_vector_of_blocks_is_named_by_index(tmp_path):
+    src = """import Tyr
+open torch
+structure Cfg where
+  d : Nat
+  layers : Nat
+structure Attn (c : Cfg) where
+  w_q : T #[c.d, c.d] := normal 0.02
+structure Block (c : Cfg) where
+  attn : Attn c
+  ln : T #[c.d] := ones
+structure Net (c : Cfg) where
+  blocks : Vector (Block c) c.layers
+  head : T #[2, c.d] := normal 0.02
+  deriving TensorStruct
+@[model] def net (c : Cfg) {b : Nat} (p : Net c) (x : T #[b, c.d]) : T #[b, 2] := linear x p.head
+"""
+    f = tmp_path / "V.lean"
+    f.write_text(src)
+    g = instantiate_model(load(f), "net", {"c": {"d": 4, "layers": 3}, "b": 2})
+    assert [p.path for p in g.params] == [
+        "blocks.0.attn.w_q", "blocks.0.ln", "blocks.1.attn.w_q", "blocks.1.ln",
+        "blocks.2.attn.w_q", "blocks.2.ln", "head"]
+    assert g.params[1].init == {"kind": "ones"}
+
+
+def test_vector_parameter_paths_are_the_module_state_dict_keys(tmp_path):
+    from pytyr.pipeline import module_from_graph
+    test_vector_of_blocks_is_named_by_index(tmp_path)
+    g = instantiate_model(load(tmp_path / "V.lean"), "net", {"c": {"d": 4, "layers": 2}, "b": 2})
+    keys = set(module_from_graph(g).state_dict())
+    assert keys == {p.path for p in g.params}

@@ -514,8 +514,9 @@ class Elaborator:
             ind = self.env[info.inductive]
             return info.params, App(ind.name, tuple(Var(p.name, p.uid) for p in ind.params))
         if isinstance(info, str):  # builtin type former
-            arity = BUILTIN_TYPES[info]
-            return tuple(Param(f"α{i}", -100 - i, "explicit", TYPE) for i in range(arity)), TYPE
+            sorts = BUILTIN_TYPES[info]
+            return tuple(Param(f"α{i}", -100 - i, "explicit", TYPE if k == "type" else NAT)
+                         for i, k in enumerate(sorts)), TYPE
         raise AssertionError(info)
 
     def head(self, fn: S.Expr, expected: Term | None, ctx: Ctx) -> tuple:

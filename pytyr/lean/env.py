@@ -86,7 +86,12 @@ class BuiltinType:
     arity: int
 
 
-BUILTIN_TYPES = {"Nat": 0, "Float": 0, "String": 0, "Bool": 0, "Array": 1, "List": 1}
+# Type formers of Lean's core library, with the sort of each parameter ("type" or "nat").
+# `Vector α n` is core's length-indexed array: a stack of `n` blocks in a parameter tree.
+BUILTIN_TYPES: dict[str, tuple[str, ...]] = {
+    "Nat": (), "Float": (), "String": (), "Bool": (), "Array": ("type",), "List": ("type",),
+    "Vector": ("type", "nat"),
+}
 
 
 def builtin_defs() -> dict[str, DefInfo]:

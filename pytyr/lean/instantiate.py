@@ -171,6 +171,18 @@ def _config(el: Elaborator, sinfo: StructInfo, sty: App, raw: dict[str, Any], ke
     return StructV(sinfo.name, tuple(fields))
 
 
+def _vector(el: Elaborator, vty: App, path: str, f: Any, ctx: Ctx) -> Arr:
+    """`blocks : Vector (Block c) c.n_layer`: elements at `blocks.0`, `blocks.1`, ..."""
+    elem, n = el.whnf(vty.args[0]), el.whnf(vty.args[1])
+    if not isinstance(n, Lit):
+        raise Fail(f.pos, f"the length of parameter vector '{path}' is {show(n)}, not a number")
+    if not (isinstance(elem, App) and isinstance(el.env.get(elem.head), StructInfo)):
+        raise Fail(f.pos, f"parameter vector '{path}' must hold structures of tensors, "
+                          f"not {show(elem)}")
+    return Arr(tuple(_params(el, el.env[elem.head], elem, f"{path}.{i}.", f.pos)
+                     for i in range(n.n)))
+
+
 def _params(el: Elaborator, sinfo: StructInfo, sty: App, prefix: str, pos: Pos) -> StructV:
     b: GraphBuilder = el.builder
     m: dict[int, Term] = {p.uid: a for p, a in zip(sinfo.params, sty.args)}
@@ -199,6 +211,8 @@ def _params(el: Elaborator, sinfo: StructInfo, sty: App, prefix: str, pos: Pos) 
             val: Term = TensorV(path)
         elif isinstance(fty, App) and isinstance(el.env.get(fty.head), StructInfo):
             val = _params(el, el.env[fty.head], fty, path + ".", f.pos)
+        elif isinstance(fty, App) and fty.head == "Vector":
+            val = _vector(el, fty, path, f, ctx)
         else:
             raise Fail(f.pos, f"field '{path}' : {show(fty)} of a parameter structure must be a "
                               f"tensor or a structure of tensors")
