@@ -197,3 +197,36 @@ def test_namespaces_and_sections(tmp_path):
 def test_tabs_are_rejected(tmp_path):
     d = one_error(tmp_path, "def f : Nat :=\n\t1")
     assert "tabs" in d.message and d.pos.line == 4
+
+
+def test_unknown_init_kind_is_rejected(tmp_path):
+    d = one_error(tmp_path, "def xavier {s : Shape} (k : Float) : T s := param (.xavier k)")
+    assert "'Init' has no constructor 'xavier'" in d.message and d.pos.line == 3
+
+
+def test_an_op_name_has_one_signature(tmp_path):
+    d = one_error(tmp_path, 'def relu2 {s : Shape} (x : T s) : T s := prim "relu" [x.node]')
+    assert 'op name "relu" is already declared by \'torch.relu\'' in d.message
+
+
+def test_literal_arithmetic_takes_the_binder_type(tmp_path):
+    assert check_src(tmp_path, "def f (x : T #[2]) : T #[2] := scale x (2 * 3)") == []
+    assert check_src(tmp_path, "def f (x : T #[2]) : T #[2] := scale x (1 / 3)") == []
+
+
+def test_explicit_by_decide_argument(tmp_path):
+    ok = "def f (x : T #[2, 3]) : T #[6] := reshape x #[6] (h := by decide)"
+    assert check_src(tmp_path, ok) == []
+    d = one_error(tmp_path, ok.replace("#[6]", "#[5]"))
+    assert "numel #[2, 3] = numel #[5] is false" in d.message
+
+
+def test_custom_initialiser_keys_follow_the_init_constructor(tmp_path):
+    from pytyr.lean import instantiate_model, load
+    f = tmp_path / "I.lean"
+    f.write_text("import Tyr\nopen torch\n"
+                 "def tiny {s : Shape} (sigma : Float) : T s := param (.normal sigma)\n"
+                 "structure P where\n  w : T #[2] := tiny 0.25\n"
+                 "@[model] def m (p : P) (x : T #[2]) : T #[2] := mul x p.w\n")
+    g = instantiate_model(load(f), "m", {})
+    assert g.params[0].init == {"kind": "normal", "std": 0.25}

@@ -81,6 +81,7 @@ class Elaborator:
         self.meta_imported = False
         self.current_def = ""
         self.scopes: list[tuple[str, str | None, int, int]] = []
+        self.deferred: list[tuple[str, Param, Term, Pos]] = []  # `(h := by decide)` to run
 
     # ---- names ----------------------------------------------------------------------------
     def fresh_uid(self) -> int:
@@ -257,6 +258,11 @@ class Elaborator:
         if op or init:
             if result is None:
                 raise Fail(cmd.pos, f"'{name}' must declare its result type")
+            if op is not None:
+                for other in self.env.values():
+                    if isinstance(other, DefInfo) and other.op and other.op.prim == op.prim:
+                        raise Fail(cmd.body.pos, f"the op name \"{op.prim}\" is already declared by "
+                                                 f"'{other.name}'; an IR op has one signature")
             info.op, info.init = op, init
             info.tensor_level = True
             self._declare(name, cmd.pos, info)
@@ -332,11 +338,19 @@ class Elaborator:
             raise Fail(body.pos, "an initialiser's body must be `param (.kind arg...)`")
         e = body.args[0].expr
         if isinstance(e, S.DotIdent):
-            return InitInfo(e.name, [])
-        if isinstance(e, S.App) and isinstance(e.fn, S.DotIdent) and all(
+            kind, args = e.name, []
+        elif isinstance(e, S.App) and isinstance(e.fn, S.DotIdent) and all(
                 isinstance(a.expr, S.Ident) for a in e.args):
-            return InitInfo(e.fn.name, [a.expr.name for a in e.args])
-        raise Fail(body.pos, "an initialiser's body must be `param (.kind arg...)`")
+            kind, args = e.fn.name, [a.expr.name for a in e.args]
+        else:
+            raise Fail(body.pos, "an initialiser's body must be `param (.kind arg...)`")
+        ind = self.env.get("torch.Init")
+        ctor = ind.ctors.get(kind) if isinstance(ind, IndInfo) else None
+        if ctor is None:
+            raise Fail(e.pos, f"'Init' has no constructor '{kind}'")
+        if len(ctor.params) != len(args):
+            raise Fail(e.pos, f"'Init.{kind}' takes {len(ctor.params)} argument(s), given {len(args)}")
+        return InitInfo(kind, [(cp.name, a) for cp, a in zip(ctor.params, args)])
 
     def _global(self, name: str) -> str | None:
         try:
@@ -638,6 +652,9 @@ class Elaborator:
                             f"is expected to have type {self.show(expected)}")
         for p, pty in obligations:
             self.decide(name, p, pty, pos)
+        while self.deferred:
+            fname, dp, dty, dpos = self.deferred.pop()
+            self.decide(fname, dp, dty, dpos)
         term = self.result_term(name, params, values, res, callee, pos)
         return term, res
 
@@ -646,6 +663,19 @@ class Elaborator:
         return isinstance(a, App) and isinstance(b, App) and a.head == b.head
 
     def check_arg(self, fname: str, p: Param, e: S.Expr, pty: Term, ctx: Ctx) -> Term:
+        if isinstance(e, S.By):
+            if not self._is_prop(pty):
+                raise Fail(e.pos, f"`by {e.tactic}` proves propositions, but argument '{p.name}' of "
+                                  f"'{_short(fname)}' has type {self.show(pty)}")
+            self.deferred.append((fname, p, pty, e.pos))
+            return Opaque("proof")
+        if isinstance(e, (S.BinOp, S.NatLit, S.SciLit, S.ArrayLit)):
+            # Literals and arithmetic take their type from the binder, as Lean's binop% does.
+            t, ty = self.elab(e, pty, ctx) if self._literal_fits(pty) else self.elab(e, None, ctx)
+            if not self.unify(ty, pty):
+                raise Fail(e.pos, f"argument '{p.name}' of '{_short(fname)}' has type "
+                                  f"{self.show(ty)} but is expected to have type {self.show(pty)}")
+            return t
         try:
             t, ty = self.elab(e, None, ctx)
         except Fail as err:
@@ -660,6 +690,10 @@ class Elaborator:
             raise Fail(e.pos, f"argument '{p.name}' of '{_short(fname)}' has type {self.show(ty)} "
                               f"but is expected to have type {self.show(pty)}")
         return t
+
+    def _literal_fits(self, pty: Term) -> bool:
+        t = self.whnf(pty)
+        return t in (NAT, FLOAT) or (isinstance(t, App) and t.head == "Array")
 
     def _retry_with_expected(self, e: S.Expr, pty: Term, ctx: Ctx, err: Fail) -> tuple[Term, Term]:
         if isinstance(e, S.DotIdent) or (isinstance(e, S.App) and isinstance(e.fn, S.DotIdent)):
@@ -700,7 +734,7 @@ class Elaborator:
         assert isinstance(info, DefInfo)
         if info.init is not None:
             m = {p.name: v for p, v in zip(info.params, values)}
-            return InitV(info.init.kind, tuple((a, self.whnf(m[a])) for a in info.init.args))
+            return InitV(info.init.kind, tuple((k, self.whnf(m[a])) for k, a in info.init.args))
         if info.op is not None:
             if self.builder is None:
                 return Opaque("tensor")

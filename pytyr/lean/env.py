@@ -56,7 +56,7 @@ class InitInfo:
     """A parameter initialiser: a def whose body is `param (.kind arg...)`."""
 
     kind: str
-    args: list[str]
+    args: list[tuple[str, str]]  # (Init constructor argument, the def's binder passed to it)
 
 
 @dataclass

@@ -205,7 +205,7 @@ def _params(el: Elaborator, sinfo: StructInfo, sty: App, prefix: str, pos: Pos) 
                                   f"(normal, uniform, zeros, ones)")
             spec: dict[str, Any] = {"kind": init.kind}
             for k, v in init.args:
-                spec[{"std": "std", "bound": "bound"}.get(k, k)] = to_python(
+                spec[k] = to_python(
                     el.whnf(v), f.pos, f"initialiser argument '{k}' of '{path}'")
             b.params.append(Param(path, shape, dtype, spec))
             val: Term = TensorV(path)

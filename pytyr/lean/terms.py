@@ -2,8 +2,8 @@
 
 Types and the values that occur in types (dims, shapes, configs) are `Term`s. Definitional
 equality follows Lean (see ../shared/reference.md and docs/lean-subset.md):
-- closed `Nat` arithmetic evaluates, with truncated `-` and `/`, and `n / 0 = n % 0 ...= 0`
-  as Lean defines them;
+- closed `Nat` arithmetic evaluates as Lean defines it: truncated `-`, `x / 0 = 0`,
+  `x % 0 = x`;
 - `e + k` with a literal `k` is an offset: `n + 0 ≡ n`, `(n + 1) + 1 ≡ n + 2`, and
   `?n + 1 =?= 5` solves `?n := 4`;
 - nothing else about open terms: `0 + n`, `n + m` vs `m + n`, `4 * d` vs `d * 4` differ;
