@@ -65,12 +65,12 @@ def test_cases_cover_the_op_table():
 
 
 @pytest.mark.parametrize("op", sorted(CASES))
-def test_op_forward_and_backward(op, fake_signatures):
+def test_op_forward_and_backward(op, signatures):
     specs, attrs, out_shape, reference = CASES[op]
     g = GraphBuilder(op)
     names = [g.input(f"a{k}", shape, dtype) for k, (shape, dtype) in enumerate(specs)]
     g.output("out", g.node(op, names, out_shape, **attrs))
-    module = build_module(load_graph(g.build(), fake_signatures))
+    module = build_module(load_graph(g.build(), signatures))
 
     gen = torch.Generator().manual_seed(0)
     args = []
@@ -92,7 +92,7 @@ def test_op_forward_and_backward(op, fake_signatures):
         torch.testing.assert_close(a, b, **TOL)
 
 
-def _param_graph(fake_signatures, paths, init=None):
+def _param_graph(signatures, paths, init=None):
     g = GraphBuilder()
     x = g.input("x", [2, 3])
     for p in paths:
@@ -101,13 +101,13 @@ def _param_graph(fake_signatures, paths, init=None):
     for p in paths:
         h = g.node("linear", [h, p], [2, 3])
     g.output("h", h)
-    return load_graph(g.build(), fake_signatures)
+    return load_graph(g.build(), signatures)
 
 
-def test_state_dict_keys_are_the_paths(fake_signatures):
+def test_state_dict_keys_are_the_paths(signatures):
     paths = ["blocks.0.attn.w_q", "blocks.0.attn.w_k", "blocks.1.attn.w_q",
              "blocks.1.attn.w_k", "head.to", "head.forward", "eval", "forward", "_slots", "_fx", "ir"]
-    module = build_module(_param_graph(fake_signatures, paths))
+    module = build_module(_param_graph(signatures, paths))
     assert isinstance(module, TyrModule)
     # torch lists a module's own parameters before its children's: compare as sets
     assert sorted(module.state_dict()) == sorted(paths)
@@ -116,8 +116,8 @@ def test_state_dict_keys_are_the_paths(fake_signatures):
     assert callable(module.eval) and module.train() is module
 
 
-def test_gradients_reach_parameters_and_load_state_dict(fake_signatures):
-    graph = load_graph(mlp(6), fake_signatures)
+def test_gradients_reach_parameters_and_load_state_dict(signatures):
+    graph = load_graph(mlp(6), signatures)
     module = build_module(graph, seed=1)
     x, y = torch.randn(6, 2), torch.tensor([0, 1, 2, 0, 1, 2])
     _, loss = module(x, y)
@@ -134,14 +134,14 @@ def test_gradients_reach_parameters_and_load_state_dict(fake_signatures):
     torch.testing.assert_close(other(x, y)[1], torch.tensor(math.log(3)))
 
 
-def test_reserved_segment_rejected(fake_signatures):
-    graph = _param_graph(fake_signatures, ["block.training"])
+def test_reserved_segment_rejected(signatures):
+    graph = _param_graph(signatures, ["block.training"])
     with pytest.raises(ExecError, match="'block.training'.*segment 'training' is reserved"):
         build_module(graph)
 
 
-def test_init_is_seeded_and_deterministic(fake_signatures):
-    graph = _param_graph(fake_signatures, ["a", "b"])
+def test_init_is_seeded_and_deterministic(signatures):
+    graph = _param_graph(signatures, ["a", "b"])
     s1 = build_module(graph, seed=3).state_dict()
     s2 = build_module(graph, seed=3).state_dict()
     s3 = build_module(graph, seed=4).state_dict()
@@ -150,48 +150,48 @@ def test_init_is_seeded_and_deterministic(fake_signatures):
         assert not torch.equal(s1[k], s3[k])
     assert not torch.equal(s1["a"], s1["b"])
     # a parameter's value depends only on (seed, path), not on the other parameters
-    alone = build_module(_param_graph(fake_signatures, ["b"]), seed=3).state_dict()
+    alone = build_module(_param_graph(signatures, ["b"]), seed=3).state_dict()
     assert torch.equal(alone["b"], s1["b"])
 
 
 @pytest.mark.parametrize("init", [{"kind": "zeros"}, {"kind": "ones"}])
-def test_constant_inits_exact(fake_signatures, init):
+def test_constant_inits_exact(signatures, init):
     value = 0.0 if init["kind"] == "zeros" else 1.0
-    module = build_module(_param_graph(fake_signatures, ["w"], init))
+    module = build_module(_param_graph(signatures, ["w"], init))
     assert torch.equal(module.state_dict()["w"], torch.full((3, 3), value))
 
 
-def test_random_inits_match_their_spec(fake_signatures):
+def test_random_inits_match_their_spec(signatures):
     g = GraphBuilder()
     g.param("n", [200, 500], {"kind": "normal", "std": 0.3})
     g.param("u", [200, 500], {"kind": "uniform", "bound": 0.5})
     g.output("n", "n")
     g.output("u", "u")
-    state = build_module(load_graph(g.build(), fake_signatures), seed=0).state_dict()
+    state = build_module(load_graph(g.build(), signatures), seed=0).state_dict()
     n, u = state["n"], state["u"]
     assert abs(n.mean().item()) < 0.005 and abs(n.std().item() - 0.3) < 0.005
     assert u.min() >= -0.5 and u.max() <= 0.5
     assert abs(u.mean().item()) < 0.005 and abs(u.std().item() - 0.5 / math.sqrt(3)) < 0.005
 
 
-def test_outputs_may_be_inputs_or_params(fake_signatures):
+def test_outputs_may_be_inputs_or_params(signatures):
     g = GraphBuilder()
     x = g.input("x", [2])
     g.param("p", [2], {"kind": "ones"})
     g.output("x", x)
     g.output("p", "p")
-    out = build_module(load_graph(g.build(), fake_signatures))(torch.tensor([3.0, 4.0]))
+    out = build_module(load_graph(g.build(), signatures))(torch.tensor([3.0, 4.0]))
     assert isinstance(out, tuple) and len(out) == 2
     assert torch.equal(out[0], torch.tensor([3.0, 4.0])) and torch.equal(out[1], torch.ones(2))
 
 
-def test_runtime_failure_names_node_and_loc(fake_signatures):
+def test_runtime_failure_names_node_and_loc(signatures):
     g = GraphBuilder("Emb")
     idx = g.input("idx", [3], "i64")
     g.param("table", [4, 2])
     e = g.node("embedding", [idx, "table"], [3, 2], loc="Emb.lean:7:11")
     g.output("s", g.node("sum", [e], []))
-    module = build_module(load_graph(g.build(), fake_signatures))
+    module = build_module(load_graph(g.build(), signatures))
     assert module(torch.tensor([0, 1, 3]))[0].shape == ()
     with pytest.raises(ExecError) as info:
         module(torch.tensor([0, 9, 1]))
@@ -199,8 +199,8 @@ def test_runtime_failure_names_node_and_loc(fake_signatures):
     assert isinstance(info.value.__cause__, (IndexError, RuntimeError))
 
 
-def test_wrong_inputs_rejected(fake_signatures):
-    module = build_module(load_graph(mlp(6), fake_signatures))
+def test_wrong_inputs_rejected(signatures):
+    module = build_module(load_graph(mlp(6), signatures))
     y = torch.zeros(6, dtype=torch.int64)
     with pytest.raises(ExecError, match=r"input 'x' has shape \[5, 2\] but the graph expects \[6, 2\]"):
         module(torch.randn(5, 2), y)
@@ -212,14 +212,14 @@ def test_wrong_inputs_rejected(fake_signatures):
         module([[0.0, 0.0]] * 6, y)
 
 
-def test_op_without_lowering_rejected(fake_signatures):
-    graph = load_graph(mlp(2), fake_signatures)
+def test_op_without_lowering_rejected(signatures):
+    graph = load_graph(mlp(2), signatures)
     graph.nodes[1].op = "swish"  # e.g. an op the Lean library has and this table lacks
     with pytest.raises(ExecError, match=r"node %1 \(swish at MLP.lean:13:5\): op 'swish' has no"):
         build_module(graph)
 
 
-def test_forward_is_generated_code(fake_signatures):
-    module = build_module(load_graph(mlp(2), fake_signatures))
+def test_forward_is_generated_code(signatures):
+    module = build_module(load_graph(mlp(2), signatures))
     code = module._fx.code
     assert "relu" in code and "cross_entropy" in code and "linear" in code

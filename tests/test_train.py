@@ -15,8 +15,8 @@ from pytyr.train import loop, tasks
 BATCH = 128
 
 
-def run(fake_signatures, steps: int, seed: int = 0, **kw):
-    module = build_module(load_graph(mlp(BATCH), fake_signatures), seed=seed)
+def run(signatures, steps: int, seed: int = 0, **kw):
+    module = build_module(load_graph(mlp(BATCH), signatures), seed=seed)
     x, y = tasks.make_dataset(3000, seed=0)
     history = loop.train(module, tasks.batches(x, y, BATCH, seed=seed), steps=steps,
                          lr=1e-2, weight_decay=1e-4, warmup=20, grad_clip=1.0,
@@ -25,9 +25,9 @@ def run(fake_signatures, steps: int, seed: int = 0, **kw):
 
 
 @pytest.mark.slow
-def test_mlp_learns_spirals(fake_signatures):
+def test_mlp_learns_spirals(signatures):
     xt, yt = tasks.make_dataset(1000, seed=1)  # held out
-    module, history = run(fake_signatures, steps=500,
+    module, history = run(signatures, steps=500,
                           eval_fn=lambda m: {"acc": tasks.accuracy(m, xt, yt, BATCH)},
                           eval_every=250)
     assert [r["step"] for r in history if "acc" in r] == [250, 500]
@@ -35,16 +35,16 @@ def test_mlp_learns_spirals(fake_signatures):
     assert history[-1]["loss"] < history[0]["loss"] / 3
 
 
-def test_same_seed_same_losses(fake_signatures):
-    _, h1 = run(fake_signatures, steps=30, seed=5)
-    _, h2 = run(fake_signatures, steps=30, seed=5)
-    _, h3 = run(fake_signatures, steps=30, seed=6)
+def test_same_seed_same_losses(signatures):
+    _, h1 = run(signatures, steps=30, seed=5)
+    _, h2 = run(signatures, steps=30, seed=5)
+    _, h3 = run(signatures, steps=30, seed=6)
     assert [r["loss"] for r in h1] == [r["loss"] for r in h2]
     assert [r["loss"] for r in h1] != [r["loss"] for r in h3]
 
 
-def test_history_and_schedule(fake_signatures):
-    _, h = run(fake_signatures, steps=40)
+def test_history_and_schedule(signatures):
+    _, h = run(signatures, steps=40)
     assert [r["step"] for r in h] == list(range(1, 41))
     assert set(h[0]) == {"step", "loss", "lr", "grad_norm"}
     lrs = [r["lr"] for r in h]
@@ -60,41 +60,41 @@ def test_lr_factor():
     assert loop.lr_factor(0, steps=10, warmup=0) == 1.0
 
 
-def test_weight_decay_only_on_matrices(fake_signatures):
-    module = build_module(load_graph(mlp(4), fake_signatures))
+def test_weight_decay_only_on_matrices(signatures):
+    module = build_module(load_graph(mlp(4), signatures))
     decay, no_decay = loop.param_groups(module, 0.1)
     assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
     assert all(p.ndim >= 2 for p in decay["params"]) and len(decay["params"]) == 2
     assert all(p.ndim == 1 for p in no_decay["params"]) and len(no_decay["params"]) == 2
 
 
-def test_grad_clip_bounds_the_update(fake_signatures):
+def test_grad_clip_bounds_the_update(signatures):
     g = GraphBuilder()
     g.param("w", [3], {"kind": "ones"})
     g.output("loss", g.node("sum", [g.node("scale", ["w"], [3], alpha=1000.0)], []))
-    module = build_module(load_graph(g.build(), fake_signatures))
+    module = build_module(load_graph(g.build(), signatures))
     h = loop.train(module, iter(lambda: (), None), steps=1, lr=1.0, grad_clip=0.5,
                    progress=False)
     assert h[0]["grad_norm"] == pytest.approx(1000 * math.sqrt(3))
 
 
-def test_caller_rng_untouched(fake_signatures):
+def test_caller_rng_untouched(signatures):
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
-    run(fake_signatures, steps=25)
+    run(signatures, steps=25)
     assert torch.equal(torch.rand(3), expected)
 
 
-def test_progress_bar_runs(fake_signatures, capsys):
-    module = build_module(load_graph(mlp(BATCH), fake_signatures))
+def test_progress_bar_runs(signatures, capsys):
+    module = build_module(load_graph(mlp(BATCH), signatures))
     x, y = tasks.make_dataset(512, seed=0)
     loop.train(module, tasks.batches(x, y, BATCH, seed=0), steps=12, lr=1e-2, progress=True)
     assert "loss=" in capsys.readouterr().err
 
 
-def test_bad_config_and_exhausted_batches(fake_signatures):
-    module = build_module(load_graph(mlp(BATCH), fake_signatures))
+def test_bad_config_and_exhausted_batches(signatures):
+    module = build_module(load_graph(mlp(BATCH), signatures))
     x, y = tasks.make_dataset(256, seed=0)
     with pytest.raises(ConfigError, match="warmup must be an integer in 0..steps"):
         loop.train(module, [], steps=5, warmup=6, progress=False)
@@ -104,12 +104,12 @@ def test_bad_config_and_exhausted_batches(fake_signatures):
         loop.train(module, [(x[:BATCH], y[:BATCH])] * 2, steps=5, progress=False)
 
 
-def test_divergence_is_reported(fake_signatures):
+def test_divergence_is_reported(signatures):
     g = GraphBuilder()
     g.param("w", [2], {"kind": "ones"})
     loss = g.node("sum", [g.node("scale", ["w"], [2], alpha=1e38)], [])
     g.output("loss", g.node("scale", [loss], [], alpha=1e38))
-    module = build_module(load_graph(g.build(), fake_signatures))
+    module = build_module(load_graph(g.build(), signatures))
     with pytest.raises(TyrError, match="the loss is inf at step 1"):
         loop.train(module, iter(lambda: (), None), steps=3, progress=False)
 

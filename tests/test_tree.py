@@ -101,8 +101,8 @@ def test_bare_leaf_and_empty():
     assert tree.flatten({"a": [], "b": {}}) == {}
 
 
-def test_from_module_matches_graph_paths(fake_signatures):
-    module = build_module(load_graph(mlp(4), fake_signatures))
+def test_from_module_matches_graph_paths(signatures):
+    module = build_module(load_graph(mlp(4), signatures))
     t = tree.from_module(module)
     assert set(t) == {"l1", "l2"} and set(t["l1"]) == {"w", "b"}
     assert sorted(tree.flatten(t)) == sorted(module.state_dict())
