@@ -1,0 +1,97 @@
+"""Smoke test of the benchmarks (`python -m bench`): they run with tiny iteration counts and
+return well-formed results. No timing is asserted: the numbers only have to be positive."""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # `bench` is a top-level package of the repository, not installed
+    sys.path.insert(0, str(ROOT))
+
+from bench import checker, executor, percentile, summarize  # noqa: E402
+from bench.__main__ import main  # noqa: E402
+
+STAT_KEYS = {"n", "median_ms", "p90_ms", "min_ms", "mean_ms"}
+
+
+def _positive(x: object) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+def _stats_ok(s: dict, n: int) -> None:
+    assert STAT_KEYS <= set(s)
+    assert s["n"] == n
+    for k in STAT_KEYS - {"n"}:
+        assert _positive(s[k]), (k, s[k])
+    assert s["min_ms"] <= s["median_ms"] <= s["p90_ms"]
+
+
+def test_stats_helpers():
+    assert percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert percentile([1.0, 2.0], 90) == pytest.approx(1.9)
+    s = summarize([0.001, 0.003, 0.002])
+    assert s["median_ms"] == pytest.approx(2.0) and s["n"] == 3
+
+
+def test_checker_results_well_formed():
+    r = checker.run(iters=2, cold_runs=0)
+    assert r["benchmark"] == "checker" and r["goal_ms"] == 100.0
+    files = {c["file"] for c in r["check"]}
+    assert "examples/mlp/MLP.lean" in files
+    for c in r["check"]:
+        _stats_ok(c, 2)
+    _stats_ok(r["library"], 2)
+    g = r["mlp_graph"]
+    assert g["model"] == "mlp" and g["nodes"] > 0 and g["params"] > 0
+    _stats_ok(g["instantiate"], 2)
+    _stats_ok(g["validate"], 2)
+    assert all(len(row) == 4 for row in checker.rows(r))
+    json.dumps(r)
+
+
+def test_executor_results_well_formed():
+    # The wide size takes seconds even for 2 steps (first touches of 1M-parameter buffers);
+    # its configuration is checked here, its run only by `python -m bench`.
+    sizes = {s["name"]: s["values"] for s in executor.sizes()}
+    assert sizes["example"]["c"]["hidden"] == 64 and sizes["example"]["b"] == 128
+    assert sizes["wide"]["c"]["hidden"] == 1024 and sizes["wide"]["b"] == 512
+    r = executor.run(steps=2, warmup=1, breakdown_iters=2, only_sizes=["example"])
+    assert r["benchmark"] == "executor" and r["goal_ratio"] == 0.97
+    assert set(r["sizes"]) == {"example"}
+    for s in r["sizes"].values():
+        _stats_ok(s["tyr"], 2)
+        _stats_ok(s["plain"], 2)
+        assert _positive(s["ratio"]) and _positive(s["pair_ratio_median"]) and _positive(s["params"])
+        # the two sides compute the same thing
+        assert s["max_loss_diff"] <= 1e-5 and s["max_param_diff"] <= 1e-5
+        bd = s["breakdown"]
+        assert _positive(bd["forward_tyr_ms"]) and _positive(bd["forward_plain_ms"])
+    assert all(len(row) == 4 for row in executor.rows(r))
+    json.dumps(r)
+
+
+def test_plain_mlp_matches_tyr_module():
+    tyr, plain = executor.build_pair({"c": {"inputs": 2, "hidden": 8, "classes": 3}, "b": 4})
+    import torch
+
+    x = torch.randn(4, 2)
+    y = torch.tensor([0, 1, 2, 0])
+    zt, lt = tyr(x, y)
+    zp, lp = plain(x, y)
+    assert torch.equal(zt, zp) and torch.equal(lt, lp)
+
+
+def test_main_writes_json(tmp_path, monkeypatch, capsys):
+    real_run = checker.run
+    monkeypatch.setattr(checker, "run", lambda quick=False: real_run(iters=2, cold_runs=0))
+    out = tmp_path / "results.json"
+    assert main(["--quick", "--only", "checker", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert {"meta", "checker"} <= set(data) and "executor" not in data
+    assert data["meta"]["quick"] is True
+    assert "tyr check" in capsys.readouterr().out
