@@ -18,8 +18,8 @@ from .env import (BUILTIN_TYPES, KNOWN_ATTRS, NATIVE_DEFS, NATIVE_DERIVING, Ctor
 from .parser import SUBSET
 from .terms import (FLOAT, NAT, PROP, SHAPE, STRING, TYPE, App, Arr, CtorV, Eq, FLit, FloatOp,
                     InitV, Lit, Meta, MetaCtx, NatOp, Normalizer, Opaque, Pair, Param, Pi, Prod,
-                    Proj, SLit, Sort, StructV, TensorV, Term, Var, instantiate, is_closed, show,
-                    subst, unify)
+                    Proj, Rel, SLit, Sort, StructV, TensorV, Term, Var, instantiate, is_closed,
+                    map_children, show, subst, unify)
 
 TENSOR_FAMILIES = {"torch.T": "f32", "torch.IT": "i64"}
 
@@ -82,6 +82,7 @@ class Elaborator:
         self.current_def = ""
         self.scopes: list[tuple[str, str | None, int, int]] = []
         self.deferred: list[tuple[str, Param, Term, Pos]] = []  # `(h := by decide)` to run
+        self.solutions: dict[tuple[Pos, str], list[Term]] = {}  # implicit args, per call site
 
     # ---- names ----------------------------------------------------------------------------
     def fresh_uid(self) -> int:
@@ -112,10 +113,9 @@ class Elaborator:
             if t.head == "torch.numel" and t.args and isinstance(t.args[0], Arr) \
                     and all(isinstance(x, Lit) for x in t.args[0].items):
                 return Lit(math.prod(x.n for x in t.args[0].items))
-            if info.kind == "builtin" and t.args and isinstance(t.args[0], (Lit, FLit)):
+            if t.head in _FLOAT_FNS and t.args and isinstance(t.args[0], (Lit, FLit)):
                 v = t.args[0].n if isinstance(t.args[0], Lit) else t.args[0].x
-                fn = {"Nat.toFloat": float, "Float.sqrt": math.sqrt, "Float.exp": math.exp,
-                      "Float.log": math.log}[t.head]
+                fn = _FLOAT_FNS[t.head]
                 try:
                     return FLit(fn(v))
                 except ValueError:
@@ -194,7 +194,7 @@ class Elaborator:
         return tuple(params), ctx
 
     def _is_prop(self, ty: Term) -> bool:
-        return isinstance(self.whnf(ty), Eq)
+        return isinstance(self.whnf(ty), (Eq, Rel))
 
     def structure(self, cmd: S.Structure) -> None:
         name = self.qualify(cmd.name)
@@ -306,7 +306,7 @@ class Elaborator:
             raise Fail(args[1].expr.pos, f"`prim` arguments must be the op's tensor arguments in "
                                          f"order: [{', '.join(t + '.node' for t in tensors)}]")
         others = [p for p in info.params if p.kind == "explicit" and not self._tensor_param(p)
-                  and p.tactic is None]
+                  and not self._is_prop(p.type)]
         attrs: list[tuple[str, str]] = []
         items = args[2].expr.items if len(args) == 3 and isinstance(args[2].expr, S.ListLit) else []
         if len(args) == 3 and not isinstance(args[2].expr, S.ListLit):
@@ -466,9 +466,11 @@ class Elaborator:
             params.append(Param(b.name, uid, "explicit", ty))
             inner = inner.push(b.name, Var(b.name, uid), ty)
         exp_res = subst(exp.result, m) if isinstance(exp, Pi) and len(exp_params) == len(params) else None
-        body, bty = self.elab(e.body, exp_res, inner)
         if self.builder is not None:
-            return Closure(tuple(b.name for b in e.binders), e.body, ctx), Pi(tuple(params), bty)
+            # Checked already; while instantiating, the body runs when the closure is applied.
+            return (Closure(tuple(b.name for b in e.binders), e.body, ctx),
+                    Pi(tuple(params), exp_res if exp_res is not None else Opaque("?")))
+        body, bty = self.elab(e.body, exp_res, inner)
         return Opaque("fun"), Pi(tuple(params), bty)
 
     def binop(self, e: S.BinOp, expected: Term | None, ctx: Ctx) -> tuple[Term, Term]:
@@ -482,13 +484,17 @@ class Elaborator:
         lit = (S.NatLit,)
         first, second = (e.rhs, e.lhs) if isinstance(e.lhs, lit) and not isinstance(e.rhs, lit) \
             else (e.lhs, e.rhs)
-        hint = None if e.op == "=" else expected
+        hint = None if e.op in ("=", "≤", "<") else expected
         t1, ty1 = self.elab(first, hint, ctx)
         t2, ty2 = self.elab(second, ty1, ctx)
         a, b = (t1, t2) if first is e.lhs else (t2, t1)
         ty = self.whnf(ty1)
         if e.op == "=":
             return Eq(a, b), PROP
+        if e.op in ("≤", "<"):
+            if ty != NAT:
+                raise Fail(e.pos, f"'{e.op}' on {self.show(ty)} is {SUBSET} (Nat only)")
+            return Rel(e.op, a, b), PROP
         if ty == NAT:
             return NatOp(e.op, a, b), NAT
         if ty == FLOAT:
@@ -611,6 +617,13 @@ class Elaborator:
         m: dict[int, Term] = {}
         values: list[Term] = []
         obligations: list[tuple[Param, Term]] = []
+        funs: list[tuple[int, Param, S.Fun]] = []  # elaborated last, as Lean postpones them
+        first_deferred = len(self.deferred)
+        site = (pos, name)
+        # While instantiating, implicit arguments are the ones solved when the definition
+        # was checked (rebound to the values now in scope): elaborate once, evaluate later.
+        recorded = self.solutions.get(site) if self.builder is not None else None
+        implicits: list[Term] = []
         pctx = Ctx()  # the callee's binders, for default values
         for p in params:
             pty = subst(p.type, m)
@@ -618,13 +631,20 @@ class Elaborator:
                 arg = named.pop(p.name)
                 v = self.check_arg(name, p, arg.expr, pty, ctx)
             elif p.kind == "implicit":
-                v = self.mctx.fresh(p.name)
-                self.pending.append((v, p.name, name, pos))
+                if recorded is not None and len(implicits) < len(recorded):
+                    v = self.whnf(self.rebind(recorded[len(implicits)], ctx))
+                else:
+                    v = self.mctx.fresh(p.name)
+                    self.pending.append((v, p.name, name, pos))
+                implicits.append(v)
             elif self_arg is not None and self._self_fits(pty, self_arg[1]):
                 v = self_arg[0]
                 if not self.unify(self_arg[1], pty):
                     raise Fail(pos, f"'{_short(name)}' expects {self.show(pty)}, got {self.show(self_arg[1])}")
                 self_arg = None
+            elif positional and isinstance(positional[0].expr, S.Fun):
+                v = Opaque("fun")
+                funs.append((len(values), p, positional.pop(0).expr))
             elif positional:
                 v = self.check_arg(name, p, positional.pop(0).expr, pty, ctx)
             elif p.tactic is not None:
@@ -650,13 +670,40 @@ class Elaborator:
         if expected is not None and not self.unify(res, expected):
             raise Fail(pos, f"type mismatch: '{_short(name)} ...' has type {self.show(res)} but "
                             f"is expected to have type {self.show(expected)}")
+        for i, p, fe in funs:
+            pty = instantiate(subst(p.type, m), self.mctx)
+            t, ty = self.elab(fe, pty, ctx)
+            if not self.unify(ty, pty):
+                raise Fail(fe.pos, f"argument '{p.name}' of '{_short(name)}' has type "
+                                   f"{self.show(ty)} but is expected to have type {self.show(pty)}")
+            values[i] = m[p.uid] = t
         for p, pty in obligations:
             self.decide(name, p, pty, pos)
-        while self.deferred:
-            fname, dp, dty, dpos = self.deferred.pop()
+        mine = self.deferred[first_deferred:]
+        del self.deferred[first_deferred:]
+        for fname, dp, dty, dpos in mine:
             self.decide(fname, dp, dty, dpos)
+        if self.builder is None and implicits:
+            self.solutions[site] = implicits
         term = self.result_term(name, params, values, res, callee, pos)
         return term, res
+
+    def call_closure(self, clo: Closure, params: tuple[Param, ...], values: list[Term]) -> Term:
+        inner = clo.ctx
+        m = {p.uid: v for p, v in zip(params, values)}
+        for b, v, p in zip(clo.binders, values, params):
+            inner = inner.push(b, v, self.whnf(instantiate(subst(p.type, m), self.mctx)))
+        t, _ = self.elab(clo.body, None, inner)
+        return t
+
+    def rebind(self, t: Term, ctx: Ctx) -> Term:
+        """A term recorded while checking, with its local variables replaced by the values
+        the same names have now."""
+        t = instantiate(t, self.mctx)
+        if isinstance(t, Var):
+            loc = ctx.get(t.name)
+            return loc.term if loc is not None else t
+        return map_children(t, lambda c: self.rebind(c, ctx))
 
     def _self_fits(self, pty: Term, sty: Term) -> bool:
         a, b = self.whnf(pty), self.whnf(sty)
@@ -703,12 +750,21 @@ class Elaborator:
     def decide(self, fname: str, p: Param, pty: Term, pos: Pos) -> None:
         prop = self.whnf(instantiate(pty, self.mctx))
         shown = show(prop)
-        if not isinstance(prop, Eq):
+        if not isinstance(prop, (Eq, Rel)):
             raise Fail(pos, f"`by decide` cannot prove {shown}")
         if not (is_closed(prop.a) and is_closed(prop.b)):
             raise Fail(pos, f"`by decide` failed for argument '{p.name}' of '{_short(fname)}': "
                             f"the proposition {shown} mentions variables, and `decide` needs a "
                             f"closed proposition; use closed shapes")
+        if isinstance(prop, Rel):
+            a, b = prop.a, prop.b
+            holds = isinstance(a, Lit) and isinstance(b, Lit) and (
+                a.n <= b.n if prop.op == "≤" else a.n < b.n)
+            if not holds:
+                raise Fail(pos, f"`by decide` failed for argument '{p.name}' of '{_short(fname)}': "
+                                f"the proposition {show(instantiate(pty, self.mctx))} is false "
+                                f"({shown})")
+            return
         if prop.a != prop.b:
             raise Fail(pos, f"`by decide` failed for argument '{p.name}' of '{_short(fname)}': "
                             f"the proposition {show(instantiate(pty, self.mctx))} is false "
@@ -719,12 +775,7 @@ class Elaborator:
         kind, obj = callee
         if kind == "closure":
             if isinstance(obj, Closure):
-                inner = obj.ctx
-                m = {p.uid: v for p, v in zip(params, values)}
-                for b, v, p in zip(obj.binders, values, params):
-                    inner = inner.push(b, v, subst(p.type, m))
-                t, _ = self.elab(obj.body, None, inner)
-                return t
+                return self.call_closure(obj, params, values)
             return Opaque("tensor")
         info = obj
         if isinstance(info, str) or isinstance(info, (StructInfo, IndInfo)):
@@ -732,6 +783,17 @@ class Elaborator:
         if isinstance(info, CtorInfo):
             return CtorV(name, tuple(values))
         assert isinstance(info, DefInfo)
+        if name == "Vector.foldl" and self.builder is not None:
+            f, acc, xs = values[3], values[4], self.whnf(values[5])
+            fty = self.whnf(instantiate(subst(params[3].type, dict(
+                (p.uid, v) for p, v in zip(params, values))), self.mctx))
+            if not (isinstance(f, Closure) and isinstance(xs, Arr) and isinstance(fty, Pi)):
+                raise Fail(pos, "internal: `Vector.foldl` needs a `fun` and a known vector")
+            for item in xs.items:
+                acc = self.call_closure(f, fty.params, [acc, item])
+            return acc
+        if info.kind == "builtin" and self.mentions_tensor(res):
+            return Opaque("tensor")
         if info.init is not None:
             m = {p.name: v for p, v in zip(info.params, values)}
             return InitV(info.init.kind, tuple((k, self.whnf(m[a])) for k, a in info.init.args))
@@ -751,6 +813,10 @@ class Elaborator:
             self.current_def = saved
             return t
         return App(name, tuple(values))
+
+
+_FLOAT_FNS = {"Nat.toFloat": float, "Float.sqrt": math.sqrt, "Float.exp": math.exp,
+              "Float.log": math.log}
 
 
 def _short(name: str) -> str:

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 from ..errors import Pos
 from . import syntax as S
-from .terms import FLOAT, NAT, STRING, TYPE, App, Param, Pi, Term
+from .terms import FLOAT, NAT, STRING, TYPE, App, Param, Pi, Term, Var
 
 
 @dataclass
@@ -99,7 +99,15 @@ def builtin_defs() -> dict[str, DefInfo]:
     pos = Pos("<builtin>", 0, 0)
     x = Param("x", -1, "explicit", NAT)
     y = Param("x", -2, "explicit", FLOAT)
+    # Vector.foldl {α β : Type} {n : Nat} (f : β → α → β) (init : β) (xs : Vector α n) : β
+    a, b, n = Var("α", -10), Var("β", -11), Var("n", -12)
+    step = Pi((Param("acc", -14, "explicit", b), Param("x", -15, "explicit", a)), b)
+    foldl = (Param("α", -10, "implicit", TYPE), Param("β", -11, "implicit", TYPE),
+             Param("n", -12, "implicit", NAT), Param("f", -13, "explicit", step),
+             Param("b", -16, "explicit", b),
+             Param("xs", -17, "explicit", App("Vector", (a, n))))
     return {
+        "Vector.foldl": DefInfo("Vector.foldl", pos, "builtin", foldl, b),
         "Nat.toFloat": DefInfo("Nat.toFloat", pos, "builtin", (x,), FLOAT),
         "Float.sqrt": DefInfo("Float.sqrt", pos, "builtin", (y,), FLOAT),
         "Float.exp": DefInfo("Float.exp", pos, "builtin", (y,), FLOAT),

@@ -15,6 +15,7 @@ from .lexer import Token, tokenize
 SUBSET = "not in the Tyr subset of Lean"
 # Infix operators: symbol -> (precedence, right-associative)
 INFIX = {"→": (25, True), "->": (25, True), "×": (35, True), "=": (50, False),
+         "≤": (50, False), "<=": (50, False), "<": (50, False),
          "+": (65, False), "-": (65, False), "*": (70, False), "/": (70, False),
          "%": (70, False)}
 MAX_PREC = 1024
@@ -275,12 +276,12 @@ class Parser:
                     break
                 self.next()
                 rhs = self.term(p if right else p + 1)
-                op = "→" if t.text == "->" else t.text
+                op = {"->": "→", "<=": "≤"}.get(t.text, t.text)
                 left = S.BinOp(t.pos, op, left, rhs)
-                if op == "=" and self.at("="):
+                if op in ("=", "≤", "<") and self.tok.text in ("=", "≤", "<=", "<"):
                     raise self.error("`=` is not associative; add parentheses")
                 continue
-            if t.kind == "sym" and t.text in ("<", ">", "<=", ">=", "==", "!=", "&&", "||", "++",
+            if t.kind == "sym" and t.text in (">", ">=", "==", "!=", "&&", "||", "++",
                                                "|>", "<|", "^", "$"):
                 raise self.error(f"the operator '{t.text}' is {SUBSET}")
             break

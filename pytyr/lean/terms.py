@@ -120,6 +120,15 @@ class Eq(Term):
 
 
 @dataclass(frozen=True)
+class Rel(Term):
+    """`a ≤ b` or `a < b` on Nat: a proposition."""
+
+    op: str  # ≤ | <
+    a: Term
+    b: Term
+
+
+@dataclass(frozen=True)
 class Opaque(Term):
     """A value the checker does not track (a tensor at check time, a proof)."""
 
@@ -200,6 +209,8 @@ def map_children(t: Term, f: Callable[[Term], Term]) -> Term:
         return Arr(tuple(f(a) for a in t.items))
     if isinstance(t, (Prod, Pair, Eq)):
         return type(t)(f(t.a), f(t.b))
+    if isinstance(t, Rel):
+        return Rel(t.op, f(t.a), f(t.b))
     if isinstance(t, Pi):
         ps = tuple(Param(p.name, p.uid, p.kind, f(p.type), p.default, p.tactic) for p in t.params)
         return Pi(ps, f(t.result))
@@ -353,6 +364,8 @@ def unify(a: Term, b: Term, norm: Normalizer) -> bool:
     if isinstance(a, Arr):
         return len(a.items) == len(b.items) and all(
             unify(x, y, norm) for x, y in zip(a.items, b.items))
+    if isinstance(a, Rel):
+        return a.op == b.op and unify(a.a, b.a, norm) and unify(a.b, b.b, norm)
     if isinstance(a, (Prod, Pair, Eq)):
         return unify(a.a, b.a, norm) and unify(a.b, b.b, norm)
     if isinstance(a, StructV):
@@ -433,6 +446,8 @@ def show(t: Term, prec: int = 0) -> str:
         return f"({show(t.a)}, {show(t.b)})"
     if isinstance(t, Sort):
         return t.name
+    if isinstance(t, Rel):
+        return paren(f"{show(t.a, 51)} {t.op} {show(t.b, 51)}", 50)
     if isinstance(t, Eq):
         return paren(f"{show(t.a, 51)} = {show(t.b, 51)}", 50)
     if isinstance(t, Pi):
