@@ -24,13 +24,15 @@ class GraphBuilder:
         return path
 
     def node(self, op: str, inputs: list[str], shape: list[int], dtype: str = "f32",
-             loc: str | None = None, **attrs: Any) -> str:
+             loc: str | None = None, implicit: dict[str, Any] | None = None, **attrs: Any) -> str:
         name = f"%{len(self.doc['nodes'])}"
         self.doc["nodes"].append({
             "name": name, "op": op, "inputs": list(inputs), "attrs": attrs,
             "shape": list(shape), "dtype": dtype,
             "loc": loc or f"Test.lean:{len(self.doc['nodes']) + 1}:3",
         })
+        if implicit:
+            self.doc["nodes"][-1]["implicit"] = dict(implicit)
         return name
 
     def output(self, name: str, ref: str) -> None:

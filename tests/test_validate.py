@@ -282,7 +282,7 @@ def test_signature_that_crashes_is_reported(signatures):
         def __contains__(self, op):
             return True
 
-        def infer(self, op, inputs, attrs):
+        def infer(self, op, inputs, attrs, implicit=None):
             raise KeyError("oops")
 
     problems = problems_of(mlp(8), Broken())

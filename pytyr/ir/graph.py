@@ -61,6 +61,9 @@ class Node:
     shape: tuple[int, ...]
     dtype: str = "f32"
     loc: str | None = None  # "file:line:col" of the Lean application that made the node
+    # Implicit arguments of the op as solved when the model was elaborated (`h`, `d` of
+    # `splitHeads`): the validator checks the node with them instead of inverting `h * d`.
+    implicit: dict[str, AttrValue] = field(default_factory=dict)
 
     @property
     def type(self) -> TensorType:

@@ -37,7 +37,7 @@ _TOP_REQUIRED = ("format", "version", "model", "inputs", "params", "nodes", "out
 _TOP_OPTIONAL = ("config", "source")
 _INPUT_KEYS = (("name", "shape"), ("dtype",))
 _PARAM_KEYS = (("path", "shape"), ("dtype", "init"))
-_NODE_KEYS = (("name", "op", "inputs", "attrs", "shape"), ("dtype", "loc"))
+_NODE_KEYS = (("name", "op", "inputs", "attrs", "shape"), ("dtype", "loc", "implicit"))
 _OUTPUT_KEYS = (("name", "ref"), ())
 
 
@@ -47,7 +47,8 @@ class Signatures(Protocol):
 
     def __contains__(self, op: str) -> bool: ...
 
-    def infer(self, op: str, inputs: list[TensorType], attrs: dict) -> TensorType:
+    def infer(self, op: str, inputs: list[TensorType], attrs: dict,
+              implicit: dict | None = None) -> TensorType:
         """Output type of `op` applied to `inputs` with `attrs`.
 
         Raises `TyrError` with a readable message when the inputs or attrs don't fit
@@ -234,14 +235,15 @@ class _Checker:
                 out["bad"] = True
         return None if "bad" in out else out
 
-    def attrs(self, value: Any, where: str) -> dict[str, Any] | None:
+    def attrs(self, value: Any, where: str, field: str = "attrs") -> dict[str, Any] | None:
         if not isinstance(value, dict):
-            self.add(f"{where}: attrs must be an object, got {_json_type(value)}")
+            self.add(f"{where}: {field} must be an object, got {_json_type(value)}")
             return None
         ok = True
         for key, x in value.items():
             if not _is_attr(x):
-                self.add(f"{where}: attribute {_show(key)} is {_show(x)}; expected an integer, "
+                what = "attribute" if field == "attrs" else "implicit argument"
+                self.add(f"{where}: {what} {_show(key)} is {_show(x)}; expected an integer, "
                          f"a finite number or a list of integers")
                 ok = False
         return dict(value) if ok else None
@@ -314,6 +316,7 @@ class _Checker:
             self.add(f"{where}: loc must be a string or null, got {_json_type(loc)}")
         shape, dtype = self.shape(obj["shape"], where), self.dtype(obj, where)
         attrs = self.attrs(obj["attrs"], where)
+        implicit = self.attrs(obj.get("implicit", {}), where, "implicit")
 
         refs = obj["inputs"]
         args: list[TensorType] | None = []
@@ -341,17 +344,17 @@ class _Checker:
             self.add(f"{where}: unknown op {_short(op)!r}")
             op = None
         ok = None not in (shape, dtype)
-        if ok and None not in (op, args, attrs):
-            self.check_type(where, op, args, attrs, TensorType(shape, dtype))
+        if ok and None not in (op, args, attrs, implicit):
+            self.check_type(where, op, args, attrs, TensorType(shape, dtype), implicit)
         if name is not None:
             self.define(name, where, TensorType(shape, dtype) if ok else None)
-        return Node(name, op, list(refs), attrs, shape, dtype, loc)
+        return Node(name, op, list(refs), attrs, shape, dtype, loc, implicit or {})
 
     def check_type(self, where: str, op: str, args: list[TensorType], attrs: dict[str, Any],
-                   declared: TensorType) -> None:
+                   declared: TensorType, implicit: dict[str, Any] | None = None) -> None:
         """Compare a node's declared type with the one its op's signature gives."""
         try:
-            got = self.sigs.infer(op, list(args), dict(attrs))
+            got = self.sigs.infer(op, list(args), dict(attrs), dict(implicit or {}))
         except TyrError as e:
             self.add(f"{where}: {_short(str(e), 500)}")
             return

@@ -16,8 +16,8 @@ from ..ir.graph import Graph, Input, Node, Output, Param, TensorType
 from .elab import TENSOR_FAMILIES, Ctx, Elaborator, Fail
 from .env import DefInfo, StructInfo
 from .program import Program
-from .terms import (FLOAT, NAT, App, Arr, FLit, InitV, Lit, Meta, Pair, Proj, StructV, TensorV,
-                    Term, instantiate, is_closed, show, subst, unify)
+from .terms import (FLOAT, NAT, App, Arr, Eq, FLit, InitV, Lit, Meta, Opaque, Pair, Proj, Rel,
+                    StructV, TensorV, Term, instantiate, is_closed, show, subst, unify)
 
 
 class GraphBuilder:
@@ -38,9 +38,12 @@ class GraphBuilder:
         attrs = {a: to_python(el.whnf(byname[a]), pos, f"attribute '{a}' of '{info.name}'")
                  for a, _ in info.op.attrs}
         shape, dtype = closed_tensor_type(el, res, pos, f"the result of '{info.name}'")
+        implicit = {p.name: to_python(el.whnf(byname[p.name]), pos,
+                                      f"implicit argument '{p.name}' of '{info.name}'")
+                    for p in info.params if p.kind == "implicit"}
         name = f"%{len(self.nodes)}"
         self.nodes.append(Node(name, info.op.prim, refs, attrs, shape, dtype,
-                               f"{pos.file}:{pos.line}:{pos.col}"))
+                               f"{pos.file}:{pos.line}:{pos.col}", implicit))
         return TensorV(name)
 
 
@@ -99,6 +102,15 @@ def _instantiate(prog: Program, el: Elaborator, info: DefInfo, values: dict[str,
             v = _number(values, p.name, pty == NAT, p.name)
             config_out[p.name] = v
             term: Term = Lit(v) if pty == NAT else FLit(float(v))
+        elif isinstance(pty, (Eq, Rel)):
+            # A hypothesis of the model (`h : t ≤ c.block`): decided on the values given.
+            try:
+                el.decide(info.name, p, pty, info.pos)
+            except Fail:
+                raise ConfigError(f"these values violate the hypothesis '{p.name} : "
+                                  f"{show(instantiate(subst(p.type, {}), el.mctx))}' of model "
+                                  f"'{info.name}': {show(el.whnf(pty))} is false") from None
+            term = Opaque("proof")
         elif isinstance(pty, App) and pty.head in TENSOR_FAMILIES:
             shape, dtype = closed_tensor_type(el, pty, info.pos, f"input '{p.name}'")
             b.inputs.append(Input(p.name, shape, dtype))
@@ -233,7 +245,8 @@ class LeanSignatures:
     def __contains__(self, op: str) -> bool:
         return op in self.table
 
-    def infer(self, op: str, inputs: list[TensorType], attrs: dict[str, Any]) -> TensorType:
+    def infer(self, op: str, inputs: list[TensorType], attrs: dict[str, Any],
+              implicit: dict[str, Any] | None = None) -> TensorType:
         info = self.table[op]
         el = self.prog.elab
         assert info.op is not None
@@ -244,6 +257,10 @@ class LeanSignatures:
         extra = sorted(set(attrs) - want_attrs)
         if extra:
             raise TyrError(f"'{op}' has no attribute {', '.join(map(repr, extra))}")
+        imps = {p.name for p in info.params if p.kind == "implicit"}
+        extra = sorted(set(implicit or {}) - imps)
+        if extra:
+            raise TyrError(f"'{op}' has no implicit argument {', '.join(map(repr, extra))}")
         m: dict[int, Term] = {}
         it = iter(inputs)
         snap = el.mctx.snapshot()
@@ -251,7 +268,9 @@ class LeanSignatures:
             for p in info.params:
                 pty = subst(p.type, m)
                 if p.kind == "implicit":
-                    m[p.uid] = el.mctx.fresh(p.name)
+                    given_imp = (implicit or {}).get(p.name)
+                    m[p.uid] = (el.mctx.fresh(p.name) if given_imp is None
+                                else _attr_term(op, p.name, given_imp, el.whnf(pty)))
                 elif p.name in info.op.tensors:
                     given = next(it)
                     fam = "torch.T" if given.dtype == "f32" else "torch.IT"
@@ -264,7 +283,7 @@ class LeanSignatures:
                     if p.name not in attrs:
                         raise TyrError(f"'{op}' needs the attribute '{p.name}'")
                     m[p.uid] = _attr_term(op, p.name, attrs[p.name], el.whnf(pty))
-                elif p.tactic is not None:
+                elif p.tactic is not None or el._is_prop(pty):
                     el.decide(op, p, pty, Pos("<graph>", 0, 0))
             res = el.whnf(instantiate(subst(info.result, m), el.mctx))
             if not is_closed(res):
