@@ -11,13 +11,42 @@ namespace torch
 def embedding {b v d : Nat} (idx : IT #[b]) (table : T #[v, d]) : T #[b, d] :=
   prim "embedding" [idx.node, table.node]
 
+/-- Rows of `table` picked by a batch of id sequences. -/
+def embedding2 {b t v d : Nat} (idx : IT #[b, t]) (table : T #[v, d]) : T #[b, t, d] :=
+  prim "embedding2" [idx.node, table.node]
+
 /-- Layer normalisation over the last dimension, with gain `w` and bias `bias`. -/
 def layerNorm {b n : Nat} (x : T #[b, n]) (w : T #[n]) (bias : T #[n])
     (eps : Float := 1e-5) : T #[b, n] :=
   prim "layer_norm" [x.node, w.node, bias.node] [.float "eps" eps]
 
+/-- Layer normalisation of every position of a batch of sequences. -/
+def layerNorm3 {b t n : Nat} (x : T #[b, t, n]) (w : T #[n]) (bias : T #[n])
+    (eps : Float := 1e-5) : T #[b, t, n] :=
+  prim "layer_norm3" [x.node, w.node, bias.node] [.float "eps" eps]
+
+/-- Split the width `h * d` into `h` heads of size `d`. The width must be *written* as a
+product (a config's `n_head * head_dim`), so a width not divisible by the heads cannot be
+typed at all. -/
+def splitHeads {b t h d : Nat} (x : T #[b, t, h * d]) : T #[b, h, t, d] :=
+  prim "split_heads" [x.node]
+
+/-- Concatenate the heads again: the inverse of `splitHeads`. -/
+def mergeHeads {b h t d : Nat} (x : T #[b, h, t, d]) : T #[b, t, h * d] :=
+  prim "merge_heads" [x.node]
+
+/-- Causal scaled dot-product attention per head (`softmax(q kᵀ / √d + mask) v`), with
+attention dropout `p` while training. -/
+def causalAttention {b h t d : Nat} (q k v : T #[b, h, t, d]) (p : Float := 0.0) :
+    T #[b, h, t, d] :=
+  prim "causal_attention" [q.node, k.node, v.node] [.float "p" p]
+
 /-- Mean cross entropy of class `logits` against integer `target` classes. -/
 def crossEntropy {b c : Nat} (logits : T #[b, c]) (target : IT #[b]) : T #[] :=
   prim "cross_entropy" [logits.node, target.node]
+
+/-- Mean cross entropy over every position of a batch of sequences. -/
+def crossEntropy2 {b t v : Nat} (logits : T #[b, t, v]) (target : IT #[b, t]) : T #[] :=
+  prim "cross_entropy2" [logits.node, target.node]
 
 end torch

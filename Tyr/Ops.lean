@@ -18,6 +18,15 @@ def linear {m n b : Nat} (x : T #[b, m]) (M : T #[n, m]) : T #[b, n] :=
 def linearBias {m n b : Nat} (x : T #[b, m]) (M : T #[n, m]) (bias : T #[n]) : T #[b, n] :=
   prim "linear_bias" [x.node, M.node, bias.node]
 
+/-- `x Mᵀ` for a batch of `b` sequences of `t` rows. -/
+def linear3 {b t m n : Nat} (x : T #[b, t, m]) (M : T #[n, m]) : T #[b, t, n] :=
+  prim "linear3" [x.node, M.node]
+
+/-- `x Mᵀ + bias` for a batch of sequences. -/
+def linearBias3 {b t m n : Nat} (x : T #[b, t, m]) (M : T #[n, m]) (bias : T #[n]) :
+    T #[b, t, n] :=
+  prim "linear_bias3" [x.node, M.node, bias.node]
+
 /-- Matrix product. -/
 def matmul {a b c : Nat} (x : T #[a, b]) (y : T #[b, c]) : T #[a, c] :=
   prim "matmul" [x.node, y.node]
@@ -29,6 +38,10 @@ def bmm {n a b c : Nat} (x : T #[n, a, b]) (y : T #[n, b, c]) : T #[n, a, c] :=
 /-- Elementwise sum of two tensors of the same shape. -/
 def add {s : Shape} (x y : T s) : T s :=
   prim "add" [x.node, y.node]
+
+/-- Add the same `t` rows to every sequence of the batch (position embeddings). -/
+def addRows {b t d : Nat} (x : T #[b, t, d]) (y : T #[t, d]) : T #[b, t, d] :=
+  prim "add_rows" [x.node, y.node]
 
 /-- Elementwise difference. -/
 def sub {s : Shape} (x y : T s) : T s :=
@@ -70,6 +83,20 @@ def mean {s : Shape} (x : T s) : T #[] :=
 def reshape {s : Shape} (x : T s) (target : Shape)
     (h : numel s = numel target := by decide) : T target :=
   prim "reshape" [x.node] [.shape "target" target]
+
+/-- The first `t` rows of `x`; the caller proves there are that many. -/
+def rows {n d : Nat} (x : T #[n, d]) (t : Nat) (h : t ≤ n) : T #[t, d] :=
+  prim "rows" [x.node] [.nat "t" t]
+
+/-- The `i`-th of three equal slices of the last dimension (a fused q, k, v projection). -/
+def third {b t d : Nat} (x : T #[b, t, 3 * d]) (i : Nat) (h : i < 3 := by decide) :
+    T #[b, t, d] :=
+  prim "third" [x.node] [.nat "i" i]
+
+/-- Zero each element with probability `p` while training (scaling the rest by `1/(1-p)`);
+the identity in evaluation. -/
+def dropout {s : Shape} (x : T s) (p : Float) : T s :=
+  prim "dropout" [x.node] [.float "p" p]
 
 /-- Transpose of a matrix. -/
 def transpose {a b : Nat} (x : T #[a, b]) : T #[b, a] :=

@@ -20,7 +20,7 @@ import torch
 from torch import fx, nn
 
 from pytyr.errors import ExecError
-from pytyr.exec.ops import OPS, TORCH_DTYPES
+from pytyr.exec.ops import OPS, TORCH_DTYPES, Lower
 from pytyr.ir.graph import Graph, Node, Param
 
 # Attributes a plain nn.Module keeps in its own __dict__ and reassigns later (`training`
@@ -140,7 +140,7 @@ class TyrModule(nn.Module):
 
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         self._check_inputs(inputs)
-        args = (*inputs, *[d[name] for d, name in self._slots])
+        args = (*inputs, *[d[name] for d, name in self._slots], self.training)
         try:
             return self._fx(*args)
         except Exception as e:
@@ -149,7 +149,7 @@ class TyrModule(nn.Module):
 
 
 def _lower(graph: Graph) -> fx.GraphModule:
-    """The fx graph `(inputs..., params...) -> (outputs...)` of `graph`."""
+    """The fx graph `(inputs..., params..., training) -> (outputs...)` of `graph`."""
     g = fx.Graph()
     types_of = graph.types()
     env: dict[str, fx.Node] = {}
@@ -157,6 +157,7 @@ def _lower(graph: Graph) -> fx.GraphModule:
         env[i.name] = g.placeholder(f"in{k}")
     for k, p in enumerate(graph.params):
         env[p.path] = g.placeholder(f"p{k}")
+    cx = Lower(g, g.placeholder("training"))
     for node in graph.nodes:
         lowering = OPS.get(node.op)
         if lowering is None:
@@ -167,7 +168,7 @@ def _lower(graph: Graph) -> fx.GraphModule:
         except KeyError as e:
             raise ExecError(f"{describe(node)}: input {e.args[0]!r} is not defined") from None
         try:
-            value = lowering(g, args, node.attrs, types)
+            value = lowering(cx, args, node.attrs, types, node.type)
         except (KeyError, TypeError, ValueError) as e:
             raise ExecError(f"{describe(node)}: cannot lower its attrs {node.attrs}: {e!r}") from e
         value.meta["tyr_node"] = node

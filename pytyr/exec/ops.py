@@ -1,14 +1,16 @@
 """The op table: how each graph IR op becomes a call of a PyTorch function in an fx graph.
 
 Typing rules live in the Lean library, not here: by the time a graph reaches this table it
-has been validated, so a lowering only emits the call. Each lowering receives the fx graph,
-the fx values of its inputs, the node's attrs and its input types, and returns the fx value
-of the result. The emitted targets are the torch functions themselves, so the generated
-`forward` is straight-line torch code with nothing interpreted per step.
+has been validated, so a lowering only emits the call. Each lowering receives the lowering
+context (the fx graph and its `training` flag input), the fx values of its inputs, the node's
+attrs, its input types and its output type, and returns the fx value of the result. The
+emitted targets are the torch functions themselves, so the generated `forward` is
+straight-line torch code with nothing interpreted per step.
 """
 from __future__ import annotations
 
 import operator
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -17,47 +19,101 @@ from torch import fx
 
 from pytyr.ir.graph import TensorType
 
-Lowering = Callable[[fx.Graph, list[fx.Node], dict[str, Any], list[TensorType]], fx.Node]
-
 TORCH_DTYPES: dict[str, torch.dtype] = {"f32": torch.float32, "i64": torch.int64}
+
+
+@dataclass
+class Lower:
+    g: fx.Graph
+    training: fx.Node  # a bool input: dropout is active only while training
+
+
+Lowering = Callable[[Lower, list[fx.Node], dict[str, Any], list[TensorType], TensorType], fx.Node]
 
 
 def _call(fn: Callable[..., Any], *extra: Any, **kwargs: Any) -> Lowering:
     """A lowering that calls `fn(*inputs, *extra, **kwargs)`."""
 
-    def lower(g: fx.Graph, args: list[fx.Node], attrs: dict, types: list[TensorType]) -> fx.Node:
-        return g.call_function(fn, (*args, *extra), kwargs)
+    def lower(cx: Lower, args: list[fx.Node], attrs: dict, types: list[TensorType],
+              out: TensorType) -> fx.Node:
+        return cx.g.call_function(fn, (*args, *extra), kwargs)
 
     return lower
 
 
-def _scale(g: fx.Graph, args: list[fx.Node], attrs: dict, types: list[TensorType]) -> fx.Node:
+def _scale(cx: Lower, args, attrs, types, out) -> fx.Node:
     # x: [*s] -> x * alpha: [*s]
-    return g.call_function(operator.mul, (args[0], float(attrs["alpha"])))
+    return cx.g.call_function(operator.mul, (args[0], float(attrs["alpha"])))
 
 
-def _reshape(g: fx.Graph, args: list[fx.Node], attrs: dict, types: list[TensorType]) -> fx.Node:
+def _reshape(cx: Lower, args, attrs, types, out) -> fx.Node:
     # x: [*s] -> [*target], same number of elements
-    return g.call_function(torch.reshape, (args[0], tuple(int(d) for d in attrs["target"])))
+    return cx.g.call_function(torch.reshape, (args[0], tuple(int(d) for d in attrs["target"])))
 
 
-def _layer_norm(g: fx.Graph, args: list[fx.Node], attrs: dict, types: list[TensorType]) -> fx.Node:
-    # x: [b, n], w: [n], bias: [n] -> [b, n]; normalised over the shape of the gain
+def _layer_norm(cx: Lower, args, attrs, types, out) -> fx.Node:
+    # x: [..., n], w: [n], bias: [n] -> [..., n]; normalised over the shape of the gain
     x, w, bias = args
-    return g.call_function(
-        F.layer_norm, (x, tuple(types[1].shape), w, bias, float(attrs["eps"]))
-    )
+    return cx.g.call_function(F.layer_norm, (x, tuple(types[1].shape), w, bias, float(attrs["eps"])))
+
+
+def _rows(cx: Lower, args, attrs, types, out) -> fx.Node:
+    # x: [n, d] -> x[:t]: [t, d] (a view)
+    return cx.g.call_function(torch.narrow, (args[0], 0, 0, int(attrs["t"])))
+
+
+def _third(cx: Lower, args, attrs, types, out) -> fx.Node:
+    # x: [b, t, 3d] -> x[..., i*d:(i+1)*d]: [b, t, d] (a view)
+    d = out.shape[-1]
+    return cx.g.call_function(torch.narrow, (args[0], -1, int(attrs["i"]) * d, d))
+
+
+def _dropout(cx: Lower, args, attrs, types, out) -> fx.Node:
+    return cx.g.call_function(F.dropout, (args[0],), {"p": float(attrs["p"]), "training": cx.training})
+
+
+def _split_heads(cx: Lower, args, attrs, types, out) -> fx.Node:
+    # x: [b, t, h*d] -> [b, t, h, d] -> [b, h, t, d]
+    b, h, t, d = out.shape
+    v = cx.g.call_method("view", (args[0], b, t, h, d))
+    return cx.g.call_method("transpose", (v, 1, 2))
+
+
+def _merge_heads(cx: Lower, args, attrs, types, out) -> fx.Node:
+    # x: [b, h, t, d] -> [b, t, h, d] -> [b, t, h*d]
+    b, t, hd = out.shape
+    v = cx.g.call_method("transpose", (args[0], 1, 2))
+    return cx.g.call_method("reshape", (v, b, t, hd))
+
+
+def _causal_attention(cx: Lower, args, attrs, types, out) -> fx.Node:
+    # q, k, v: [b, h, t, d] -> softmax(q kᵀ / √d + causal mask) v: [b, h, t, d]
+    p = cx.g.call_function(operator.mul, (float(attrs["p"]), cx.training))
+    return cx.g.call_function(F.scaled_dot_product_attention, tuple(args),
+                              {"dropout_p": p, "is_causal": True})
+
+
+def _cross_entropy2(cx: Lower, args, attrs, types, out) -> fx.Node:
+    # logits: [b, t, v], target: i64[b, t] -> [] (mean over every position)
+    logits, target = args
+    v = types[0].shape[-1]
+    flat = cx.g.call_method("reshape", (logits, -1, v))
+    tflat = cx.g.call_method("reshape", (target, -1))
+    return cx.g.call_function(F.cross_entropy, (flat, tflat))
 
 
 OPS: dict[str, Lowering] = {
-    # x: [b, m], w: [n, m] (, bias: [n]) -> [b, n]
+    # x: [b, m], w: [n, m] (, bias: [n]) -> [b, n]; the same for [b, t, m] -> [b, t, n]
     "linear": _call(F.linear),
     "linear_bias": _call(F.linear),
+    "linear3": _call(F.linear),
+    "linear_bias3": _call(F.linear),
     # x: [a, b], y: [b, c] -> [a, c];  x: [n, a, b], y: [n, b, c] -> [n, a, c]
     "matmul": _call(torch.matmul),
     "bmm": _call(torch.bmm),
-    # two equal shapes -> the same shape
+    # two equal shapes -> the same shape; add_rows broadcasts [t, d] over [b, t, d]
     "add": _call(torch.add),
+    "add_rows": _call(torch.add),
     "sub": _call(torch.sub),
     "mul": _call(torch.mul),
     "scale": _scale,
@@ -65,18 +121,27 @@ OPS: dict[str, Lowering] = {
     "relu": _call(F.relu),
     "gelu": _call(F.gelu),
     "tanh": _call(torch.tanh),
+    "dropout": _dropout,
     # [*s, n] -> [*s, n], normalised over the last dimension
     "softmax": _call(F.softmax, dim=-1),
     # full reductions: [*s] -> []
     "sum": _call(torch.sum),
     "mean": _call(torch.mean),
     "reshape": _reshape,
+    "rows": _rows,
+    "third": _third,
     # [a, b] -> [b, a];  [n, a, b] -> [n, b, a]
     "transpose": _call(torch.transpose, -2, -1),
     "transpose3": _call(torch.transpose, -2, -1),
-    # idx: i64[b], table: [v, d] -> [b, d]
+    # idx: i64[b] or i64[b, t], table: [v, d] -> [b, d] or [b, t, d]
     "embedding": _call(F.embedding),
+    "embedding2": _call(F.embedding),
     "layer_norm": _layer_norm,
+    "layer_norm3": _layer_norm,
+    "split_heads": _split_heads,
+    "merge_heads": _merge_heads,
+    "causal_attention": _causal_attention,
     # logits: [b, c], target: i64[b] -> [] (mean over the batch)
     "cross_entropy": _call(F.cross_entropy),
+    "cross_entropy2": _cross_entropy2,
 }
