@@ -1,0 +1,108 @@
+/-!
+# GPT — a character-level transformer in the nanoGPT architecture
+
+Token and position embeddings, `n_layer` pre-LayerNorm blocks of causal multi-head
+self-attention and a 4× GELU MLP with residuals, a final LayerNorm and a language-model head
+tied to the token embedding. Shapes in the comments of nanoGPT (`# (B, nh, T, hs)`) are
+types here: the width is `n_head * head_dim` by construction, so a width that the heads do
+not divide cannot even be written, and a wrong projection or residual does not type-check.
+-/
+import Tyr
+
+open torch
+
+/-- Sizes of the model (nanoGPT's `GPTConfig`, with the width given by its factors). -/
+structure GPTConfig where
+  /-- Vocabulary size. -/
+  vocab : Nat
+  /-- Longest context. -/
+  block : Nat
+  /-- Number of transformer blocks. -/
+  n_layer : Nat
+  /-- Attention heads per block. -/
+  n_head : Nat
+  /-- Width of one head. -/
+  head_dim : Nat
+  /-- Dropout probability while training. -/
+  dropout : Float
+
+/-- The model width, `n_head * head_dim`. -/
+def GPTConfig.n_embd (c : GPTConfig) : Nat := c.n_head * c.head_dim
+
+/-- GPT-2 scales residual projections by `1/√(2·n_layer)`. -/
+def GPTConfig.residStd (c : GPTConfig) : Float := 0.02 / Float.sqrt (2.0 * c.n_layer.toFloat)
+
+/-- Causal self-attention: a fused q, k, v projection and an output projection. -/
+structure Attention (c : GPTConfig) where
+  c_attn : T #[3 * c.n_embd, c.n_embd] := normal 0.02
+  c_attn_bias : T #[3 * c.n_embd] := zeros
+  c_proj : T #[c.n_embd, c.n_embd] := normal c.residStd
+  c_proj_bias : T #[c.n_embd] := zeros
+
+/-- The 4× GELU MLP. -/
+structure MLP (c : GPTConfig) where
+  c_fc : T #[4 * c.n_embd, c.n_embd] := normal 0.02
+  c_fc_bias : T #[4 * c.n_embd] := zeros
+  c_proj : T #[c.n_embd, 4 * c.n_embd] := normal c.residStd
+  c_proj_bias : T #[c.n_embd] := zeros
+
+/-- One pre-LayerNorm transformer block. -/
+structure Block (c : GPTConfig) where
+  ln_1 : T #[c.n_embd] := ones
+  ln_1_bias : T #[c.n_embd] := zeros
+  attn : Attention c
+  ln_2 : T #[c.n_embd] := ones
+  ln_2_bias : T #[c.n_embd] := zeros
+  mlp : MLP c
+
+/-- All parameters; the blocks are a stack typed by the layer count. -/
+structure GPTParams (c : GPTConfig) where
+  wte : T #[c.vocab, c.n_embd] := normal 0.02
+  wpe : T #[c.block, c.n_embd] := normal 0.02
+  blocks : Vector (Block c) c.n_layer
+  ln_f : T #[c.n_embd] := ones
+  ln_f_bias : T #[c.n_embd] := zeros
+  deriving TensorStruct
+
+/-- Multi-head causal self-attention of a batch of `b` sequences of length `t`. -/
+def attention (c : GPTConfig) {b t : Nat} (p : Attention c) (x : T #[b, t, c.n_embd]) :
+    T #[b, t, c.n_embd] :=
+  let qkv := linearBias3 x p.c_attn p.c_attn_bias
+  let q := splitHeads (third qkv 0)
+  let k := splitHeads (third qkv 1)
+  let v := splitHeads (third qkv 2)
+  let y := mergeHeads (causalAttention q k v c.dropout)
+  dropout (linearBias3 y p.c_proj p.c_proj_bias) c.dropout
+
+/-- The position-wise MLP. -/
+def mlp (c : GPTConfig) {b t : Nat} (p : MLP c) (x : T #[b, t, c.n_embd]) :
+    T #[b, t, c.n_embd] :=
+  let h := gelu (linearBias3 x p.c_fc p.c_fc_bias)
+  dropout (linearBias3 h p.c_proj p.c_proj_bias) c.dropout
+
+/-- `x + attn(ln_1 x)`, then `x + mlp(ln_2 x)`. -/
+def block (c : GPTConfig) {b t : Nat} (p : Block c) (x : T #[b, t, c.n_embd]) :
+    T #[b, t, c.n_embd] :=
+  let x := add x (attention c p.attn (layerNorm3 x p.ln_1 p.ln_1_bias))
+  add x (mlp c p.mlp (layerNorm3 x p.ln_2 p.ln_2_bias))
+
+/-- Next-token logits for every position of `b` sequences of `t ≤ block` tokens. -/
+def logits (c : GPTConfig) {b t : Nat} (h : t ≤ c.block) (p : GPTParams c) (idx : IT #[b, t]) :
+    T #[b, t, c.vocab] :=
+  let tok := embedding2 idx p.wte
+  let x := dropout (addRows tok (rows p.wpe t h)) c.dropout
+  let x := p.blocks.foldl (fun x blk => block c blk x) x
+  linear3 (layerNorm3 x p.ln_f p.ln_f_bias) p.wte
+
+/-- Sampling: logits for a context of `t` tokens. -/
+@[model]
+def gptLogits (c : GPTConfig) {b t : Nat} (h : t ≤ c.block) (p : GPTParams c)
+    (idx : IT #[b, t]) : T #[b, t, c.vocab] :=
+  logits c h p idx
+
+/-- Training: logits and the mean cross entropy against the next tokens. -/
+@[model]
+def gpt (c : GPTConfig) {b t : Nat} (h : t ≤ c.block) (p : GPTParams c) (idx : IT #[b, t])
+    (targets : IT #[b, t]) : T #[b, t, c.vocab] × T #[] :=
+  let z := logits c h p idx
+  (z, crossEntropy2 z targets)
