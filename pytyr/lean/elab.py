@@ -268,8 +268,16 @@ class Elaborator:
             self._declare(name, cmd.pos, info)
             return
         self.pending = []
-        term, ty = self.elab(cmd.body, result, ctx)
-        self.check_pending()
+        try:
+            term, ty = self.elab(cmd.body, result, ctx)
+            self.check_pending()
+        except Fail:
+            # As Lean does, keep a declaration whose header is fine, so that its uses are
+            # checked against its signature instead of failing as unknown identifiers.
+            if result is not None and name not in self.env:
+                info.tensor_level = self.mentions_tensor(result)
+                self._declare(name, cmd.pos, info)
+            raise
         if result is None:
             info.result = instantiate(ty, self.mctx)
         info.tensor_level = self.mentions_tensor(info.result)
