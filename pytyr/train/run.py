@@ -10,11 +10,10 @@ fails in a second with the key named instead of after an hour of training:
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..atomic import atomic_write_text
 from ..errors import ConfigError
 
 SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
@@ -43,21 +42,6 @@ def check_config(cfg: dict[str, Any], source: str) -> None:
     for key in ("model", "task", "train"):
         if key not in cfg:
             raise ConfigError(f"{source}: missing table '{key}'")
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temporary file, fsync and rename: a crash leaves the old file intact."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def plot_losses(history: list[dict[str, float]], path: Path, title: str) -> None:
