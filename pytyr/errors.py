@@ -59,3 +59,7 @@ class ExecError(TyrError):
 
 class ConfigError(TyrError):
     """A bad configuration value: names the key and what was expected."""
+
+
+class DataError(TyrError):
+    """A data file (token shard, corpus cache) that is malformed: names the file and the problem."""

@@ -1,0 +1,91 @@
+"""Random language-model batches from a token array (nanoGPT's `get_batch`), resumable.
+
+Batch k of a stream is a pure function of (seed, k): its offsets come from a numpy generator
+seeded with (seed, k), so the stream's whole state is the counter `k`. Saving it in a
+checkpoint and loading it back makes a resumed run draw exactly the batches it would have.
+
+Ranks: step k draws `batch * world` offsets once, and rank r takes the r-th slice of them.
+The ranks' streams are therefore disjoint slices of one global stream, deterministic per
+rank, and together they equal a single process drawing batches of `batch * world`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from pytyr.errors import ConfigError, DataError
+
+
+class RandomBatches:
+    """An endless iterator of (x, y), both int64 tensors of shape [batch, seq], where
+    x[b] = tokens[i_b : i_b + seq] and y[b] = tokens[i_b + 1 : i_b + seq + 1] for random
+    offsets i_b in [0, len(tokens) - seq).
+
+    `tokens` is any 1-D integer array (a shard memmap reads only the windows it needs).
+    """
+
+    def __init__(self, tokens: np.ndarray, batch: int, seq: int, *, seed: int,
+                 rank: int = 0, world: int = 1, device: str | torch.device | None = None):
+        for name, value in (("batch", batch), ("seq", seq), ("world", world)):
+            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+                raise ConfigError(f"RandomBatches: {name} must be a positive integer, "
+                                  f"got {value!r}")
+        if not (isinstance(rank, int) and 0 <= rank < world):
+            raise ConfigError(f"RandomBatches: rank must be in 0..{world - 1}, got {rank!r}")
+        if not isinstance(seed, int) or seed < 0:
+            raise ConfigError(f"RandomBatches: seed must be a non-negative integer, got {seed!r}")
+        if getattr(tokens, "ndim", 1) != 1:
+            raise DataError(f"RandomBatches: tokens must be 1-D, got shape {list(tokens.shape)}")
+        if len(tokens) < seq + 1:
+            raise DataError(f"RandomBatches: {len(tokens)} tokens are too few for windows of "
+                            f"seq {seq} plus the shifted target (need at least {seq + 1})")
+        self.tokens = tokens
+        self.batch, self.seq, self.seed = batch, seq, seed
+        self.rank, self.world = rank, world
+        self.device = device
+        self.step = 0  # the index of the next batch to draw
+
+    def offsets(self, step: int) -> np.ndarray:
+        """This rank's window starts for batch `step`: int64 [batch]."""
+        rng = np.random.default_rng([self.seed, step])
+        everyone = rng.integers(0, len(self.tokens) - self.seq, size=self.batch * self.world)
+        return everyone[self.rank * self.batch:(self.rank + 1) * self.batch]
+
+    def batch_at(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Batch `step` of the stream without moving the cursor: (x, y), int64 [batch, seq]."""
+        starts = self.offsets(step)
+        window = np.stack([np.asarray(self.tokens[i:i + self.seq + 1]) for i in starts])
+        window = torch.from_numpy(window.astype(np.int64))
+        x, y = window[:, :-1].contiguous(), window[:, 1:].contiguous()
+        if self.device is not None:
+            x, y = x.to(self.device), y.to(self.device)
+        return x, y
+
+    def __iter__(self) -> RandomBatches:
+        return self
+
+    def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
+        out = self.batch_at(self.step)
+        self.step += 1
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-safe cursor: the next step plus what the stream's identity depends on."""
+        return {"step": self.step, "seed": self.seed, "batch": self.batch, "seq": self.seq,
+                "rank": self.rank, "world": self.world, "n_tokens": len(self.tokens)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from `state`; refuses a state from a differently configured stream, which
+        would silently draw other batches than the interrupted run."""
+        mine = self.state_dict()
+        diff = [f"{k}: saved {state.get(k)!r}, here {mine[k]!r}"
+                for k in mine if k != "step" and state.get(k) != mine[k]]
+        if diff:
+            raise ConfigError("RandomBatches.load_state_dict: the saved stream differs from "
+                              "this one (" + "; ".join(diff) + ")")
+        step = state.get("step")
+        if not (isinstance(step, int) and step >= 0):
+            raise ConfigError(f"RandomBatches.load_state_dict: bad step {step!r}")
+        self.step = step
