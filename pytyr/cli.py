@@ -3,7 +3,8 @@
     tyr check FILE.lean...                      located errors; exit 1 if any
     tyr graph FILE.lean --model NAME --set b=128 --config cfg.json   print the IR
     tyr validate GRAPH.json                     validate an IR document
-    tyr train FILE.lean --model NAME [--config cfg.json]   train (default: config.json beside FILE)
+    tyr train FILE.lean --model NAME [--config cfg.json] [--resume]   train (config.json beside FILE)
+    tyr sample --run runs/gpt --prompt "ROMEO:"   generate from a trained language model
 """
 from __future__ import annotations
 
@@ -115,7 +116,17 @@ def cmd_train(args: argparse.Namespace) -> int:
     cfg_path = Path(args.config) if args.config else Path(args.file).parent / "config.json"
     cfg = _merge(_read_json(cfg_path, "training config"), _parse_set(args.set or []))
     return train_from_config(Path(args.file), args.model, cfg, source=str(cfg_path),
-                             progress=not args.quiet)
+                             progress=not args.quiet, resume=args.resume)
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    from .train.lm_task import sample_from_run
+
+    overrides = {k: v for k, v in (("prompt", args.prompt), ("max_new_tokens", args.max_new_tokens),
+                                   ("temperature", args.temperature), ("top_k", args.top_k),
+                                   ("seed", args.seed)) if v is not None}
+    print(sample_from_run(Path(args.run), overrides))
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,7 +152,17 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a config value, e.g. train.steps=100")
     t.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    t.add_argument("--resume", action="store_true",
+                   help="continue from the checkpoint in the run's output directory")
     t.set_defaults(fn=cmd_train)
+    s = sub.add_parser("sample", help="generate text from a trained language model")
+    s.add_argument("--run", default="runs/gpt", help="output directory of `tyr train` (default runs/gpt)")
+    s.add_argument("--prompt")
+    s.add_argument("--max-new-tokens", type=int)
+    s.add_argument("--temperature", type=float)
+    s.add_argument("--top-k", type=int)
+    s.add_argument("--seed", type=int)
+    s.set_defaults(fn=cmd_sample)
     return p
 
 

@@ -13,11 +13,23 @@ from .ir.validate import load_graph
 from .lean import LeanSignatures, instantiate_model, load
 
 
+class LeanModels:
+    """A checked Lean file whose models can be instantiated many times (one parse)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.prog = load(self.path)
+        self.signatures = LeanSignatures(self.prog)
+
+    def graph(self, model: str, values: dict[str, Any]) -> Graph:
+        graph = instantiate_model(self.prog, model, values)
+        return load_graph(graph.to_json(indent=None), self.signatures,
+                          source=f"{self.path}:{model}")
+
+
 def graph_from_lean(path: str | Path, model: str, values: dict[str, Any]) -> Graph:
     """Check `path`, instantiate `model` with `values` (keyed by binder name), validate."""
-    prog = load(path)
-    graph = instantiate_model(prog, model, values)
-    return load_graph(graph.to_json(indent=None), LeanSignatures(prog), source=f"{path}:{model}")
+    return LeanModels(path).graph(model, values)
 
 
 def module_from_graph(graph: Graph, *, seed: int = 0) -> Any:

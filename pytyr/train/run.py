@@ -1,11 +1,12 @@
 """`tyr train`: a Lean model, a task and a training config, end to end.
 
-The config is JSON with four tables; every key is checked before anything runs, so a typo
+The config is JSON with these tables; every key is checked before anything runs, so a typo
 fails in a second with the key named instead of after an hour of training:
-  model  argument values of the @[model] def (dims, config structures)
-  task   the data: {"name": "spirals", "train_size", "test_size", "seed"}
-  train  optimiser and schedule: steps, lr, weight_decay, warmup, grad_clip, seed
-  out    directory for the run's outputs (loss curve PNG, metrics JSON)
+  model   argument values of the @[model] def (dims, config structures)
+  task    the data: {"name": "spirals", ...} or {"name": "shakespeare_char"}
+  train   optimiser and schedule (spirals: SCHEMA below; language models: `lm.LMConfig`)
+  sample  language models: what to generate after training (`lm_task.SAMPLE_KEYS`)
+  out     directory for the run's outputs (checkpoint, loss curve PNG, metrics JSON)
 """
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
     "train": {"steps": int, "lr": (int, float), "weight_decay": (int, float), "warmup": int,
               "grad_clip": (int, float, type(None)), "seed": int, "eval_every": int},
 }
-TOP = {"model": dict, "task": dict, "train": dict, "out": str}
+TOP = {"model": dict, "task": dict, "train": dict, "sample": dict, "out": str}
+TASKS = ("spirals", "shakespeare_char")
 
 
 def check_config(cfg: dict[str, Any], source: str) -> None:
@@ -30,6 +32,16 @@ def check_config(cfg: dict[str, Any], source: str) -> None:
             raise ConfigError(f"{source}: unknown key '{key}' (known: {', '.join(TOP)})")
         if not isinstance(value, TOP[key]):
             raise ConfigError(f"{source}: '{key}' must be a {TOP[key].__name__}, got {value!r}")
+    for key in ("model", "task", "train"):
+        if key not in cfg:
+            raise ConfigError(f"{source}: missing table '{key}'")
+    name = cfg["task"].get("name", "spirals")
+    if name not in TASKS:
+        raise ConfigError(f"{source}: unknown task '{name}' (known: {', '.join(TASKS)})")
+    if name != "spirals":
+        return  # the language-model path checks its own tables
+    if "sample" in cfg:
+        raise ConfigError(f"{source}: 'sample' is only for language-model tasks")
     for table, fields in SCHEMA.items():
         for key, value in cfg.get(table, {}).items():
             if key not in fields:
@@ -39,9 +51,6 @@ def check_config(cfg: dict[str, Any], source: str) -> None:
             if isinstance(value, bool) or not isinstance(value, want):
                 names = " or ".join(t.__name__ for t in (want if isinstance(want, tuple) else (want,)))
                 raise ConfigError(f"{source}: '{table}.{key}' must be {names}, got {value!r}")
-    for key in ("model", "task", "train"):
-        if key not in cfg:
-            raise ConfigError(f"{source}: missing table '{key}'")
 
 
 def plot_losses(history: list[dict[str, float]], path: Path, title: str) -> None:
@@ -70,11 +79,16 @@ def plot_losses(history: list[dict[str, float]], path: Path, title: str) -> None
 
 
 def train_from_config(file: Path, model: str, cfg: dict[str, Any], *, source: str,
-                      progress: bool = True) -> int:
+                      progress: bool = True, resume: bool = False) -> int:
     check_config(cfg, source)
     task = cfg["task"]
-    if task.get("name", "spirals") != "spirals":
-        raise ConfigError(f"{source}: unknown task '{task['name']}' (known: spirals)")
+    if task.get("name", "spirals") == "shakespeare_char":
+        from .lm_task import train_language_model
+
+        return train_language_model(file, model, cfg, source=source, progress=progress,
+                                    resume=resume)
+    if resume:
+        raise ConfigError(f"{source}: --resume is for language-model tasks (checkpointed)")
     from ..pipeline import graph_from_lean, module_from_graph
     from . import tasks
     from .loop import train
