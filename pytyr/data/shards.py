@@ -12,12 +12,12 @@ file against itself: a shard is never silently truncated, padded or tiled. Every
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
+from pytyr.atomic import atomic_write_bytes
 from pytyr.errors import DataError
 
 Format = Literal["nanogpt", "fineweb"]
@@ -58,37 +58,13 @@ def write_shard(path: str | os.PathLike[str], tokens: np.ndarray | list[int],
                         f"uint16 (0..{MAX_VOCAB - 1})")
     if fmt == "fineweb" and arr.size >= 2**31:
         raise DataError(f"{path}: {arr.size} tokens exceed the int32 count of the fineweb header")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if fmt == "fineweb":
-                header = np.zeros(HEADER_INTS, dtype="<i4")
-                header[:3] = (MAGIC, VERSION, arr.size)
-                f.write(header.tobytes())
-            f.write(arr.astype(TOKEN_DTYPE, copy=False).tobytes())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
+    payload = arr.astype(TOKEN_DTYPE, copy=False).tobytes()
+    if fmt == "fineweb":
+        header = np.zeros(HEADER_INTS, dtype="<i4")
+        header[:3] = (MAGIC, VERSION, arr.size)
+        payload = header.tobytes() + payload
+    atomic_write_bytes(path, payload)
     return path
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename durable: fsync the directory entry (a no-op where unsupported)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def detect_format(path: str | os.PathLike[str]) -> Format:
