@@ -165,6 +165,28 @@ class Elaborator:
             self.inductive(cmd)
         elif isinstance(cmd, S.Def):
             self.definition(cmd)
+        elif isinstance(cmd, S.TypeProvider):
+            self.type_provider(cmd)
+
+    def type_provider(self, cmd: S.TypeProvider) -> None:
+        from pathlib import Path
+
+        from .provider import ProviderError, declare
+
+        if not self.meta_imported:
+            raise Fail(cmd.pos, "`safetensors_type_provider` needs `import Tyr`")
+        here = Path(cmd.pos.file).parent
+        path = here / cmd.path if (here / cmd.path).exists() else Path(cmd.path)
+        if not path.exists():
+            raise Fail(cmd.pos, f"checkpoint '{cmd.path}' not found (looked beside the file and "
+                                f"in the current directory)")
+        name = self.qualify(cmd.name)
+        try:
+            decls = declare(name, path, cmd.pos)
+        except ProviderError as err:
+            raise Fail(cmd.pos, err.msg) from None
+        for dname, info in decls.items():
+            self._declare(dname, cmd.pos, info)
 
     def _resolve_namespace(self, n: str) -> str | None:
         cands = [".".join(self.namespaces[:k] + [n]) for k in range(len(self.namespaces), -1, -1)]
@@ -407,6 +429,8 @@ class Elaborator:
             return SLit(e.value), STRING
         if isinstance(e, S.Sort):
             return Sort(e.name), TYPE
+        if isinstance(e, S.Index):
+            return self.index(e, ctx)
         if isinstance(e, (S.Ident, S.App, S.DotIdent, S.Proj)):
             fn, args = (e.fn, e.args) if isinstance(e, S.App) else (e, [])
             return self.app(fn, args, expected, ctx, e.pos)
@@ -454,6 +478,25 @@ class Elaborator:
         if isinstance(e, S.Hole):
             raise Fail(e.pos, f"holes `_` are {SUBSET}; name the argument")
         raise Fail(e.pos, f"this term is {SUBSET}")
+
+    def index(self, e: S.Index, ctx: Ctx) -> tuple[Term, Term]:
+        """`xs[i]` on a `Vector α n`: the bound `i < n` is decided, as Lean's
+        `get_elem_tactic` does for literals."""
+        term, ty = self.elab(e.expr, None, ctx)
+        vty = self.whnf(ty)
+        if not (isinstance(vty, App) and vty.head == "Vector"):
+            raise Fail(e.pos, f"indexing `[i]` needs a Vector, but this has type {self.show(ty)}")
+        i, _ = self.elab(e.index, NAT, ctx)
+        i, n = self.whnf(i), self.whnf(vty.args[1])
+        if not (isinstance(i, Lit) and isinstance(n, Lit)):
+            raise Fail(e.index.pos, f"cannot prove the index {show(i)} < {show(n)}; the Tyr subset "
+                                    f"indexes vectors with closed numbers")
+        if i.n >= n.n:
+            raise Fail(e.index.pos, f"index {i.n} is out of bounds: the vector has {n.n} "
+                                    f"element{'s' if n.n != 1 else ''}")
+        base = self.whnf(term)
+        item = base.items[i.n] if isinstance(base, Arr) else Proj(term, f"[{i.n}]")
+        return item, vty.args[0]
 
     def fun(self, e: S.Fun, expected: Term | None, ctx: Ctx) -> tuple[Term, Term]:
         exp = self.whnf(expected) if expected is not None else None
@@ -561,6 +604,9 @@ class Elaborator:
         if isinstance(fn, S.Proj):
             term, ty = self.elab(fn.expr, None, ctx)
             return self.field(term, ty, [fn.field], fn.pos)
+        if isinstance(fn, S.Index):
+            term, ty = self.index(fn, ctx)
+            return ("value", term, ty)
         assert isinstance(fn, S.Ident)
         parts = fn.name.split(".")
         loc = ctx.get(parts[0])

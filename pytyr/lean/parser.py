@@ -111,6 +111,15 @@ class Parser:
             return self.definition(doc, attrs)
         if attrs:
             raise self.error(f"attributes are only supported on `def` in the Tyr subset", t)
+        if t.kind == "ident" and t.text == "safetensors_type_provider":
+            self.next()
+            if self.tok.kind != "str":
+                raise self.error("expected a path string after `safetensors_type_provider`")
+            path = self.next().text
+            if not (self.tok.kind == "ident" and self.tok.text == "as"):
+                raise self.error("expected `as Name` after the checkpoint path")
+            self.next()
+            return S.TypeProvider(t.pos, path, self.ident("a name for the checkpoint").text)
         if t.kind == "keyword":
             if t.text == "import":
                 raise self.error("`import` must come before any other command")
@@ -259,10 +268,19 @@ class Parser:
         left = self.leading()
         while True:
             t = self.tok
+            if t.kind == "sym" and t.text == "[" and not t.ws_before:
+                self.next()
+                saved, self.pos_col = self.pos_col, None
+                idx = self.term()
+                self.pos_col = saved
+                self.expect("]", "to close the index")
+                left = S.Index(t.pos, left, idx)
+                continue
             if t.kind == "sym" and t.text == "." and not t.ws_before and self.peek().kind == "ident" \
                     and not self.peek().ws_before:
                 self.next()
-                left = S.Proj(t.pos, left, self.next().text)
+                for part in self.next().text.split("."):  # `(e).a.b` lexes `a.b` as one name
+                    left = S.Proj(t.pos, left, part)
                 continue
             if prec < MAX_PREC and self.starts_argument() and _is_fn_position(left):
                 args = []
@@ -473,7 +491,7 @@ class Parser:
 
 def _is_fn_position(e: S.Expr) -> bool:
     # Lean's `app` needs a maximal-precedence head; in the subset that is a name.
-    return isinstance(e, (S.Ident, S.Proj, S.DotIdent))
+    return isinstance(e, (S.Ident, S.Proj, S.DotIdent, S.Index))
 
 
 def parse(text: str, file: str) -> S.Module:

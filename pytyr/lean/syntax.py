@@ -93,6 +93,12 @@ class Ascribe(Expr):
 
 
 @dataclass
+class Index(Expr):
+    expr: Expr
+    index: Expr  # `xs[i]`: no space before `[`
+
+
+@dataclass
 class Binder:
     name: str
     kind: str  # explicit | implicit | inst
@@ -208,6 +214,14 @@ class Inductive(Command):
     ctors: list[Ctor]
     deriving: list[str]
     doc: str | None = None
+
+
+@dataclass
+class TypeProvider(Command):
+    """`safetensors_type_provider "path" as Name`: types from a checkpoint's header."""
+
+    path: str
+    name: str
 
 
 @dataclass

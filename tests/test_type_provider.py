@@ -1,0 +1,76 @@
+"""`safetensors_type_provider`: a model is checked against a checkpoint's shapes, header only."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from pytyr.lean import check_files
+
+
+@pytest.fixture
+def ckpt(tmp_path):
+    tensors = {
+        "encoder.embed.weight": torch.zeros(100, 16),
+        "encoder.layer.0.attention.query.weight": torch.zeros(16, 16),
+        "encoder.layer.0.attention.query.bias": torch.zeros(16),
+        "encoder.layer.1.attention.query.weight": torch.zeros(16, 16),
+        "encoder.layer.1.attention.query.bias": torch.zeros(16),
+        "encoder.position_ids": torch.zeros(1, 8, dtype=torch.int64),
+        "pooler.dense.weight": torch.zeros(4, 16),
+    }
+    save_file(tensors, str(tmp_path / "model.safetensors"))
+    return tmp_path
+
+
+def _check(ckpt, body: str, provider: str = '"model.safetensors"'):
+    f = ckpt / "M.lean"
+    f.write_text(f"import Tyr\nopen torch\nsafetensors_type_provider {provider} as Bert\n{body}\n")
+    return check_files(f)
+
+
+def test_types_follow_the_header(ckpt):
+    body = ("def q : T #[16, 16] := Bert.encoder.layer[1].attention.query.weight\n"
+            "def e : T #[100, 16] := Bert.encoder.embed.weight\n"
+            "def p : IT #[1, 8] := Bert.encoder.position_ids\n"
+            "def f (x : T #[3, 16]) : T #[3, 4] := linear x Bert.pooler.dense.weight")
+    assert _check(ckpt, body) == []
+
+
+def test_a_shape_the_checkpoint_does_not_have_is_rejected(ckpt):
+    diags = _check(ckpt, "def q : T #[16, 32] := Bert.encoder.layer[0].attention.query.weight")
+    assert len(diags) == 1 and diags[0].pos.line == 4
+    assert "T #[16, 16]" in diags[0].message and "T #[16, 32]" in diags[0].message
+
+
+def test_index_out_of_range_and_unknown_field(ckpt):
+    d1 = _check(ckpt, "def q : T #[16] := Bert.encoder.layer[2].attention.query.bias")
+    assert "index 2 is out of bounds: the vector has 2 elements" in d1[0].message
+    d2 = _check(ckpt, "def q : T #[16] := Bert.encoder.layer[0].attention.key.bias")
+    assert "invalid field 'key'" in d2[0].message
+
+
+def test_schema_snapshot_stands_in_for_the_weights(ckpt):
+    snap = {"format": "tyr.safetensors.schema", "version": 1, "metadata": {},
+            "tensors": {"blocks.0.w": {"dtype": "F32", "shape": [8, 4], "file": None},
+                        "blocks.1.w": {"dtype": "F32", "shape": [8, 4], "file": None}}}
+    (ckpt / "tiny.schema.json").write_text(json.dumps(snap))
+    ok = "def w : T #[8, 4] := Tiny.blocks[1].w"
+    assert _check(ckpt, ok.replace("Tiny", "Bert"), '"tiny.schema.json"') == []
+
+
+def test_non_uniform_lists_and_missing_files_are_errors(ckpt, tmp_path):
+    save_file({"layers.0.w": torch.zeros(2, 2), "layers.1.w": torch.zeros(3, 2)},
+              str(ckpt / "odd.safetensors"))
+    d = _check(ckpt, "", '"odd.safetensors"')
+    assert "'layers.1' differs from 'layers.0'" in d[0].message and d[0].pos.line == 3
+    d = _check(ckpt, "", '"nope.safetensors"')
+    assert "checkpoint 'nope.safetensors' not found" in d[0].message
+
+
+def test_a_corrupt_checkpoint_is_reported_with_the_reader_error(ckpt):
+    (ckpt / "bad.safetensors").write_bytes(b"\x05\x00\x00\x00\x00\x00\x00\x00{")
+    d = _check(ckpt, "", '"bad.safetensors"')
+    assert len(d) == 1 and d[0].pos.line == 3 and "bad.safetensors" in d[0].message
