@@ -42,3 +42,27 @@ script test (args) do
 /-- The main training job (`make train`). -/
 script train (args) do
   runMake "train" args
+
+/-! ## The model library for Python (`cc/tyr.h`, `docs/abi.md`)
+
+`lake build TyrModels` links the models registered in `TyrModels.lean` and the C glue
+`cc/tyr.c` into a shared library for `tyr run --lib`. -/
+
+input_file tyr_abi_c where
+  path := "cc/tyr.c"
+  text := true
+
+target tyr_abi_o pkg : System.FilePath := do
+  let src ← tyr_abi_c.fetch
+  let oFile := pkg.buildDir / "cc" / "tyr.o"
+  -- -isystem: warnings in lean.h's inline functions are not ours to fix
+  let weakArgs := #["-isystem", (← getLeanIncludeDir).toString, "-I", (pkg.dir / "cc").toString]
+  let traceArgs := #["-std=c11", "-O2", "-fPIC", "-Wall", "-Wextra", "-Werror",
+    "-DTYR_LEAN_INIT=initialize_tyr_TyrModels"]
+  buildO oFile src weakArgs traceArgs "cc" getLeanTrace
+
+lean_lib TyrModels where
+  -- Lean's shared facet links a library's own modules, so Tyr and the examples are listed too.
+  globs := #[.one `TyrModels, .andSubmodules `Tyr, .submodules `examples]
+  moreLinkObjs := #[tyr_abi_o]
+  defaultFacets := #[LeanLib.sharedFacet]

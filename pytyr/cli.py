@@ -163,6 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--top-k", type=int)
     s.add_argument("--seed", type=int)
     s.set_defaults(fn=cmd_sample)
+    from .abi.commands import register as register_run
+
+    register_run(sub)
     return p
 
 

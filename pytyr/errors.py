@@ -63,3 +63,31 @@ class ConfigError(TyrError):
 
 class DataError(TyrError):
     """A data file (token shard, corpus cache) that is malformed: names the file and the problem."""
+
+
+class SafeTensorsError(TyrError):
+    """A safetensors file, shard set, schema snapshot or model fit that breaks a rule.
+
+    One type with one-line variants: `rule` is the short name of the broken rule
+    (`header-too-large`, `duplicate-name`, `offsets-not-contiguous`, ...), `file` the file it
+    was found in; the message is one sentence naming both. Checks that gather several problems
+    (loading into a model) list every one of them in `problems`, one line each.
+    """
+
+    def __init__(self, file: object, rule: str, message: str, problems: list[str] | None = None):
+        self.file = str(file)
+        self.rule = rule
+        self.message = message
+        self.problems = list(problems or [])
+        text = f"{self.file}: {message} (rule {rule})"
+        if self.problems:
+            text += ":\n" + "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(text)
+
+    def __reduce__(self):  # keep the error picklable despite the custom signature
+        return (type(self), (self.file, self.rule, self.message, self.problems))
+
+
+class AbiError(TyrError):
+    """A compiled model library (C ABI, cc/tyr.h) that cannot be used: names the library and
+    the problem (missing, wrong ABI version, missing symbol, an error it returned, bad bytes)."""

@@ -77,7 +77,8 @@ class Program:
         for imp in mod.imports:
             if imp.module.startswith(NATIVE_MODULE_PREFIX) or imp.module == "Tyr":
                 self.elab.meta_imported = True
-            if imp.module == NATIVE_MODULE_PREFIX or imp.module.startswith(NATIVE_MODULE_PREFIX + "."):
+            if imp.module in (NATIVE_MODULE_PREFIX, "Tyr.Export") or \
+                    imp.module.startswith(NATIVE_MODULE_PREFIX + "."):
                 continue
             if imp.module in ("Lean", "Init", "Std") or imp.module.startswith(("Lean.", "Std.")):
                 self.diagnostics.append(Diagnostic(imp.pos, f"importing '{imp.module}' is not "
@@ -143,9 +144,11 @@ def load(*paths: str | Path) -> Program:
 
 
 def is_native_module(path: str | Path) -> bool:
-    """`Tyr/Meta.lean` and `Tyr/Meta/**`: Lean metaprograms the checker provides natively."""
+    """`Tyr/Meta.lean`, `Tyr/Meta/**` and `Tyr/Export.lean`: Lean-only modules (metaprograms,
+    the C ABI's export side) that the checker provides natively or does not need."""
     p, root = Path(path).resolve(), tyr_root().resolve()
-    return p == root / "Tyr" / "Meta.lean" or root / "Tyr" / "Meta" in p.parents
+    return p in (root / "Tyr" / "Meta.lean", root / "Tyr" / "Export.lean") or \
+        root / "Tyr" / "Meta" in p.parents
 
 
 def check_files(*paths: str | Path) -> list[Diagnostic]:
