@@ -10,7 +10,7 @@ straight-line torch code with nothing interpreted per step.
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
@@ -26,6 +26,7 @@ TORCH_DTYPES: dict[str, torch.dtype] = {"f32": torch.float32, "i64": torch.int64
 class Lower:
     g: fx.Graph
     training: fx.Node  # a bool input: dropout is active only while training
+    splits: dict[tuple[fx.Node, int], fx.Node] = field(default_factory=dict)
 
 
 Lowering = Callable[[Lower, list[fx.Node], dict[str, Any], list[TensorType], TensorType], fx.Node]
@@ -63,9 +64,14 @@ def _rows(cx: Lower, args, attrs, types, out) -> fx.Node:
 
 
 def _third(cx: Lower, args, attrs, types, out) -> fx.Node:
-    # x: [b, t, 3d] -> x[..., i*d:(i+1)*d]: [b, t, d] (a view)
+    # x: [b, t, 3d] -> x[..., i*d:(i+1)*d]: [b, t, d] (a view). The three thirds of one tensor
+    # share one `split`, so the backward joins their gradients with one cat instead of
+    # three zero-filled full-size buffers (as nanoGPT's `qkv.split`).
     d = out.shape[-1]
-    return cx.g.call_function(torch.narrow, (args[0], -1, int(attrs["i"]) * d, d))
+    key = (args[0], d)
+    if key not in cx.splits:
+        cx.splits[key] = cx.g.call_function(torch.split, (args[0], d, -1))
+    return cx.g.call_function(operator.getitem, (cx.splits[key], int(attrs["i"])))
 
 
 def _dropout(cx: Lower, args, attrs, types, out) -> fx.Node:
