@@ -164,8 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int)
     s.set_defaults(fn=cmd_sample)
     from .abi.commands import register as register_run
+    from .data.commands import register as register_data
 
     register_run(sub)
+    register_data(sub)
     return p
 
 

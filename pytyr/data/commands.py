@@ -1,0 +1,102 @@
+"""The data subcommands of `tyr`; `register(subparsers)` adds them to the CLI's parser:
+
+    tyr tokenizer train CORPUS... --vocab-size N --out tokenizer.json [--kind bpe|char]
+    tyr data prepare DATA... --tokenizer tokenizer.json --out DIR [--val-tokens N]
+
+CORPUS and DATA are parquet files or directories of them (the `--column` text column), and
+for `tokenizer train` also plain text files. Each subcommand's function is `args.fn`.
+"""
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from pathlib import Path
+
+from pytyr.data.tokenizer import BOS
+
+_TEXT_CHUNK = 1 << 20  # characters per piece of a text file fed to the trainer
+
+
+def _corpus(paths: list[str], column: str) -> Iterator[str]:
+    """Documents of parquet inputs, pieces of text files: streamed, never a file whole."""
+    from pytyr.data.parquet import ParquetTextStream
+    from pytyr.errors import DataError
+
+    for p in map(Path, paths):
+        if p.is_dir() or p.suffix == ".parquet":
+            for _, texts in ParquetTextStream(p, column):
+                yield from texts
+        elif p.is_file():
+            with open(p, encoding="utf-8", newline="") as f:
+                while piece := f.read(_TEXT_CHUNK):
+                    yield piece
+        else:
+            raise DataError(f"{p}: no such corpus file or directory")
+
+
+def cmd_tokenizer_train(args: argparse.Namespace) -> int:
+    from pytyr.data.tokenizer import CharTokenizer, train_bpe
+
+    bos = None if args.no_bos else args.bos
+    if args.kind == "char":
+        chars: set[str] = set()
+        for text in _corpus(args.corpus, args.column):
+            chars.update(text)
+        tok = CharTokenizer.from_text("".join(sorted(chars)), bos)
+    else:
+        tok = train_bpe(_corpus(args.corpus, args.column), args.vocab_size,
+                        special_tokens=[bos] if bos else [], min_frequency=args.min_frequency)
+    path = tok.save(args.out)
+    print(f"wrote {path}: {args.kind} tokenizer, vocab_size {tok.vocab_size}, "
+          f"bos_id {tok.bos_id}")
+    return 0
+
+
+def cmd_data_prepare(args: argparse.Namespace) -> int:
+    from pytyr.data.prepare import prepare_parquet
+    from pytyr.data.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(args.tokenizer, bos=args.bos)
+    meta = prepare_parquet(args.data, tok, args.out, column=args.column,
+                           shard_tokens=args.shard_tokens, val_tokens=args.val_tokens,
+                           fmt=args.format, name=args.name, rank=args.rank, world=args.world,
+                           progress=False if args.no_progress else None,
+                           tokenizer_path=str(args.tokenizer))
+    print(f"wrote {len(meta['train'])} train and {len(meta['val'])} val shards "
+          f"({meta['tokens']} tokens, {meta['documents']} documents) to {args.out}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `tyr tokenizer train` and `tyr data prepare` to the CLI's subparsers."""
+    tp = subparsers.add_parser("tokenizer", help="train a tokenizer on a local corpus")
+    tsub = tp.add_subparsers(dest="tokenizer_command", required=True)
+    t = tsub.add_parser("train", help="train a byte-level BPE (or char) tokenizer")
+    t.add_argument("corpus", nargs="+", help="text files, parquet files or directories")
+    t.add_argument("--vocab-size", type=int, default=4096,
+                   help="BPE vocabulary incl. 256 bytes and specials (default %(default)s)")
+    t.add_argument("--out", required=True, help="where to write tokenizer.json")
+    t.add_argument("--kind", choices=("bpe", "char"), default="bpe")
+    t.add_argument("--column", default="text", help="text column of parquet inputs")
+    t.add_argument("--bos", default=BOS, help="the BOS special token (default %(default)s)")
+    t.add_argument("--no-bos", action="store_true", help="declare no BOS token")
+    t.add_argument("--min-frequency", type=int, default=2, help="of a BPE merge")
+    t.set_defaults(fn=cmd_tokenizer_train)
+
+    dp = subparsers.add_parser("data", help="prepare datasets")
+    dsub = dp.add_subparsers(dest="data_command", required=True)
+    d = dsub.add_parser("prepare", help="tokenize a parquet text dataset into token shards")
+    d.add_argument("data", nargs="+", help="parquet files or directories of them")
+    d.add_argument("--tokenizer", required=True, help="tokenizer.json (BPE or char)")
+    d.add_argument("--out", required=True, help="output directory for shards and meta.json")
+    d.add_argument("--column", default="text")
+    d.add_argument("--bos", default=BOS, help="the tokenizer's BOS token (default %(default)s)")
+    d.add_argument("--shard-tokens", type=int, default=100_000_000)
+    d.add_argument("--val-tokens", type=int, default=0,
+                   help="the first N tokens go to the val shards")
+    d.add_argument("--format", choices=("fineweb", "nanogpt"), default="fineweb")
+    d.add_argument("--name", default="data", help="shard file prefix")
+    d.add_argument("--rank", type=int, default=0)
+    d.add_argument("--world", type=int, default=1)
+    d.add_argument("--no-progress", action="store_true")
+    d.set_defaults(fn=cmd_data_prepare)

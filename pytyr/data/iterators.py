@@ -1,0 +1,386 @@
+"""Sequential language-model batches over token shards: fixed and dynamic dimensions.
+
+A *row* is a window of `seq + 1` tokens: x = row[:-1], y = row[1:]. Rows come from the
+shards in order, either back to back (row j of a shard starts at token j * seq) or, with
+`bos_id`, BOS-aligned (see `bos_aligned_starts`): every row starts at a document's BOS.
+
+* `SequentialBatchIterator` has fixed dimensions: every batch is exactly [batch, seq]. Step k
+  takes `batch * world` rows; rank r takes the r-th block of `batch` of them. The rows a shard
+  cannot fill a whole step with are skipped (counted in `dropped_rows`), never padded.
+* `BatchIterator` is one finite pass with dynamic dimensions: ranks take rows strided
+  (row i goes to rank i % world) and the last, short batch is handled as the caller chose with
+  `last=` ("drop", "short" or "pad"; there is no default).
+
+Batch k of either iterator is a pure function of k, so the iterator's whole state is the
+counter: `state_dict()` / `load_state_dict()` resume exactly on the next batch.
+`check_against_graph` compares an iterator's batch shape with the model's token input.
+"""
+from __future__ import annotations
+
+import bisect
+import os
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from pytyr.data.shards import check_vocab, read_shard
+from pytyr.errors import ConfigError, DataError
+
+Source = str | os.PathLike[str] | np.ndarray
+LastBatch = Literal["drop", "short", "pad"]
+
+
+def _positive(owner: str, **values: Any) -> None:
+    for name, value in values.items():
+        if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            raise ConfigError(f"{owner}: {name} must be a positive integer, got {value!r}")
+
+
+def _check_rank(owner: str, rank: Any, world: int) -> None:
+    if not (isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < world):
+        raise ConfigError(f"{owner}: rank must be in 0..{world - 1}, got {rank!r}")
+
+
+def load_shards(shards: Source | Sequence[Source], vocab_size: int | None = None
+                ) -> tuple[list[np.ndarray], list[str]]:
+    """Token arrays and their names (path, or `<array i>`) from a path, an array, or a list.
+
+    Paths are read with `read_shard` (memmaps, header checked); with `vocab_size` every token
+    of every shard is checked to be below it."""
+    if isinstance(shards, (str, os.PathLike, np.ndarray)):
+        shards = [shards]
+    arrays, names = [], []
+    for i, s in enumerate(shards):
+        if isinstance(s, (str, os.PathLike)):
+            arrays.append(read_shard(s, vocab_size=vocab_size))
+            names.append(str(s))
+            continue
+        arr, name = np.asarray(s), f"<array {i}>"
+        if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
+            raise DataError(f"{name}: tokens must be a 1-D integer array, got {arr.dtype} "
+                            f"of shape {list(arr.shape)}")
+        if arr.size == 0:
+            raise DataError(f"{name}: empty token array")
+        if int(arr.min()) < 0:
+            raise DataError(f"{name}: negative token id {int(arr.min())}")
+        if vocab_size is not None:
+            check_vocab(arr, vocab_size, name)
+        arrays.append(arr)
+        names.append(name)
+    if not arrays:
+        raise DataError("empty dataset: no token shards were given")
+    return arrays, names
+
+
+def bos_aligned_starts(tokens: np.ndarray, seq: int, bos_id: int) -> np.ndarray:
+    """Row starts (int64 [n_rows]) that pack documents into rows of `seq + 1` tokens, each
+    row starting at a BOS token.
+
+    A row starting at BOS position p holds tokens [p, p + seq]: the documents that begin
+    there, the last one cropped. The next row starts at the first BOS at or after p + seq (the
+    first token no x has held yet), so the cropped rest of a document is skipped: the model
+    always reads a document from its beginning. Tokens before the first BOS are skipped too.
+    """
+    bos = np.flatnonzero(np.asarray(tokens) == bos_id)
+    n, starts, j = len(tokens), [], 0
+    while j < len(bos) and bos[j] + seq + 1 <= n:
+        p = int(bos[j])
+        starts.append(p)
+        j = int(np.searchsorted(bos, p + seq, side="left"))
+    return np.asarray(starts, dtype=np.int64)
+
+
+class _Rows:
+    """The rows of a list of shards: per shard, back to back or at BOS-aligned starts."""
+
+    def __init__(self, arrays: list[np.ndarray], names: list[str], seq: int,
+                 bos_id: int | None):
+        self.arrays, self.names, self.seq, self.bos_id = arrays, names, seq, bos_id
+        if bos_id is None:
+            self.starts = None
+            self.counts = [max(0, (len(a) - 1) // seq) for a in arrays]
+        else:
+            self.starts = [bos_aligned_starts(a, seq, bos_id) for a in arrays]
+            self.counts = [len(s) for s in self.starts]
+
+    def start(self, shard: int, row: int) -> int:
+        return row * self.seq if self.starts is None else int(self.starts[shard][row])
+
+    def rows(self, shard: int, first: int, count: int) -> np.ndarray:
+        """BOS-aligned rows first..first+count-1 of a shard: int64 [count, seq + 1]."""
+        idx = self.starts[shard][first:first + count, None] + np.arange(self.seq + 1)
+        return np.asarray(self.arrays[shard][idx], dtype=np.int64)
+
+
+class SequentialBatchIterator:
+    """Fixed-shape sequential batches: (x, y), int64 tensors of exactly [batch, seq].
+
+    `shards`: a shard path, a 1-D token array, or a list of them, read in order. `bos_id`
+    makes rows BOS-aligned (document datasets). `loop=True` starts over after the last step
+    (the step counter keeps growing; `epoch` says which pass); otherwise the pass ends with
+    StopIteration. `vocab_size` checks every token up front.
+    """
+
+    def __init__(self, shards: Source | Sequence[Source], batch: int, seq: int, *,
+                 rank: int = 0, world: int = 1, bos_id: int | None = None, loop: bool = False,
+                 vocab_size: int | None = None, device: str | torch.device | None = None):
+        owner = type(self).__name__
+        _positive(owner, batch=batch, seq=seq, world=world)
+        _check_rank(owner, rank, world)
+        arrays, names = load_shards(shards, vocab_size)
+        self.batch, self.seq, self.rank, self.world = batch, seq, rank, world
+        self.bos_id, self.loop, self.device = bos_id, loop, device
+        self._rows = _Rows(arrays, names, seq, bos_id)
+        per_step = batch * world
+        steps = [c // per_step for c in self._rows.counts]
+        self.dropped_rows = sum(c - s * per_step for c, s in zip(self._rows.counts, steps))
+        self._first_step = np.cumsum([0] + steps).tolist()  # first global step of each shard
+        if not any(steps):
+            need = f"{per_step} rows of {seq + 1} tokens"
+            what = " BOS-aligned" if bos_id is not None else ""
+            raise DataError(f"{', '.join(names)}: too few tokens for one step of {need}{what} "
+                            f"(batch {batch} x world {world}); the shards hold "
+                            f"{sum(len(a) for a in arrays)} tokens")
+        self.steps_per_epoch = self._first_step[-1]
+        self.step = 0
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.batch, self.seq)
+
+    @property
+    def shapes(self) -> list[tuple[int, int]]:
+        """Every shape this iterator yields (one: its dimensions are fixed)."""
+        return [self.shape]
+
+    @property
+    def epoch(self) -> int:
+        return self.step // self.steps_per_epoch
+
+    def __len__(self) -> int:
+        """Steps in one pass."""
+        return self.steps_per_epoch
+
+    def batch_at(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Batch `step` without moving the cursor: (x, y), int64 [batch, seq]."""
+        k = step % self.steps_per_epoch
+        shard = bisect.bisect_right(self._first_step, k) - 1
+        first = ((k - self._first_step[shard]) * self.world + self.rank) * self.batch
+        if self._rows.starts is None:
+            # the fast path: one contiguous read, x and y are views of one buffer
+            t = self.seq * self.batch
+            buf = torch.from_numpy(np.asarray(
+                self._rows.arrays[shard][first * self.seq:first * self.seq + t + 1],
+                dtype=np.int64))
+            x, y = buf[:-1].view(self.batch, self.seq), buf[1:].view(self.batch, self.seq)
+        else:
+            rows = torch.from_numpy(self._rows.rows(shard, first, self.batch))
+            x, y = rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
+        if self.device is not None:
+            x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+        return x, y
+
+    def __iter__(self) -> SequentialBatchIterator:
+        return self
+
+    def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.loop and self.step >= self.steps_per_epoch:
+            raise StopIteration
+        out = self.batch_at(self.step)
+        self.step += 1
+        return out
+
+    def _identity(self) -> dict[str, Any]:
+        return {"kind": type(self).__name__, "batch": self.batch, "seq": self.seq,
+                "rank": self.rank, "world": self.world, "bos_id": self.bos_id,
+                "shard_tokens": [len(a) for a in self._rows.arrays]}
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-safe cursor: the next step plus what the stream's identity depends on."""
+        return {"step": self.step, **self._identity()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from `state`; refuses a state of a differently configured stream, which
+        would silently yield other batches than the interrupted run."""
+        self.step = _load_step(type(self).__name__, self._identity(), state)
+
+
+def _load_step(owner: str, mine: dict[str, Any], state: dict[str, Any]) -> int:
+    diff = [f"{k}: saved {state.get(k)!r}, here {v!r}" for k, v in mine.items()
+            if state.get(k) != v]
+    if diff:
+        raise ConfigError(f"{owner}.load_state_dict: the saved stream differs from this one ("
+                          + "; ".join(diff) + ")")
+    step = state.get("step")
+    if not (isinstance(step, int) and not isinstance(step, bool) and step >= 0):
+        raise ConfigError(f"{owner}.load_state_dict: bad step {step!r}")
+    return step
+
+
+class BatchIterator:
+    """One sequential pass with dynamic dimensions; the last, short batch as chosen by `last`:
+
+    * "drop":  only full [batch, seq] batches; every rank makes the same number of steps and
+               the rows left over are counted in `dropped_rows`.
+    * "short": the last batch of a rank has `last_batch` rows (instantiate the model for it:
+               `shapes` lists every shape yielded); ranks may differ by one step.
+    * "pad":   every batch is [batch, seq] and comes with a mask: (x, y, mask), mask bool
+               [batch, seq], True where y is a real target. The tail of each shard shorter
+               than a row becomes a padded row instead of being skipped; ranks run in step.
+               Padding is `pad_id` in x and y. (BOS-aligned rows have no tails: a
+               shard's end that cannot fill a row is not a document's start.)
+
+    Rows go to ranks strided (row i to rank i % world). Yields (x, y) int64 [b, seq], or
+    (x, y, mask) with "pad". Iterating again needs `reset()`.
+    """
+
+    def __init__(self, shards: Source | Sequence[Source], batch: int, seq: int, *,
+                 last: LastBatch, rank: int = 0, world: int = 1, pad_id: int = 0,
+                 bos_id: int | None = None, vocab_size: int | None = None,
+                 device: str | torch.device | None = None):
+        owner = type(self).__name__
+        _positive(owner, batch=batch, seq=seq, world=world)
+        _check_rank(owner, rank, world)
+        if last not in ("drop", "short", "pad"):
+            raise ConfigError(f"{owner}: last must be 'drop', 'short' or 'pad' (what to do "
+                              f"with the last, short batch), got {last!r}")
+        arrays, names = load_shards(shards, vocab_size)
+        self.batch, self.seq, self.last, self.rank, self.world = batch, seq, last, rank, world
+        self.pad_id, self.bos_id, self.device = pad_id, bos_id, device
+        rows = _Rows(arrays, names, seq, bos_id)
+        # The global row table: (shard, start, length); the length is seq + 1 but for padded tails.
+        table = [(s, rows.start(s, j), seq + 1) for s, c in enumerate(rows.counts)
+                 for j in range(c)]
+        if last == "pad":
+            for s, a in enumerate(arrays):
+                end = rows.start(s, rows.counts[s] - 1) + seq if rows.counts[s] else 0
+                if bos_id is None and len(a) - end >= 2:  # at least one (x, y) pair is left
+                    table.append((s, end, len(a) - end))
+            table.sort()
+        if not table:
+            raise DataError(f"{', '.join(names)}: too few tokens for one row of {seq + 1}")
+        self._arrays, self._names = arrays, names
+        self._table = np.asarray(table, dtype=np.int64)
+        mine = np.arange(rank, len(table), world)
+        if last == "drop":
+            full = (len(table) // world) // batch
+            self._mine = mine[:full * batch]
+            self.steps = full
+            if full == 0:
+                raise DataError(f"{', '.join(names)}: {len(table)} rows are too few for one "
+                                f"full batch of {batch} x world {world} (last='drop')")
+        else:
+            per_rank = -(-len(table) // world)  # the most rows any rank has
+            self._mine = mine
+            self.steps = -(-(per_rank if last == "pad" else len(mine)) // batch)
+        self.dropped_rows = len(table) - (len(self._mine) * world if last == "drop" else 0)
+        self.step = 0
+
+    @property
+    def last_batch(self) -> int:
+        """Rows in this rank's last batch (`batch` unless last='short' leaves fewer)."""
+        if self.last != "short" or self.steps == 0:
+            return self.batch
+        return len(self._mine) - (self.steps - 1) * self.batch
+
+    @property
+    def shapes(self) -> list[tuple[int, int]]:
+        """Every distinct [b, seq] this rank yields, in order (the model needs each one)."""
+        out = [(self.batch, self.seq)] if self.steps > 1 or self.last_batch == self.batch else []
+        if self.last_batch != self.batch:
+            out.append((self.last_batch, self.seq))
+        return out
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def batch_at(self, step: int) -> tuple[torch.Tensor, ...]:
+        """Batch `step` of this rank's pass without moving the cursor."""
+        if not 0 <= step < self.steps:
+            raise IndexError(f"{type(self).__name__}: step {step} is outside 0..{self.steps - 1}")
+        ids = self._mine[step * self.batch:(step + 1) * self.batch]
+        n = self.batch if self.last == "pad" else len(ids)
+        rows = np.full((n, self.seq + 1), self.pad_id, dtype=np.int64)
+        lengths = np.zeros(n, dtype=np.int64)
+        for i, (s, start, length) in enumerate(self._table[ids]):
+            rows[i, :length] = self._arrays[s][start:start + length]
+            lengths[i] = length
+        t = torch.from_numpy(rows)
+        out: tuple[torch.Tensor, ...] = (t[:, :-1].contiguous(), t[:, 1:].contiguous())
+        if self.last == "pad":
+            # target j of a row is real when token j + 1 exists
+            mask = torch.from_numpy(np.arange(self.seq)[None, :] < (lengths - 1)[:, None])
+            out = (*out, mask)
+        if self.device is not None:
+            out = tuple(o.to(self.device, non_blocking=True) for o in out)
+        return out
+
+    def __iter__(self) -> BatchIterator:
+        return self
+
+    def __next__(self) -> tuple[torch.Tensor, ...]:
+        if self.step >= self.steps:
+            raise StopIteration
+        out = self.batch_at(self.step)
+        self.step += 1
+        return out
+
+    def reset(self) -> None:
+        """Start the pass over (for the next evaluation)."""
+        self.step = 0
+
+    def _identity(self) -> dict[str, Any]:
+        return {"kind": type(self).__name__, "batch": self.batch, "seq": self.seq,
+                "last": self.last, "rank": self.rank, "world": self.world,
+                "bos_id": self.bos_id, "shard_tokens": [len(a) for a in self._arrays]}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"step": self.step, **self._identity()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.step = _load_step(type(self).__name__, self._identity(), state)
+
+
+def _token_input(graph: Any, input_name: str | None) -> Any:
+    inputs = list(getattr(graph, "inputs", []))
+    model = getattr(graph, "model", "<graph>")
+    if input_name is not None:
+        for inp in inputs:
+            if inp.name == input_name:
+                return inp
+        raise ConfigError(f"model '{model}' has no input '{input_name}' (inputs: "
+                          f"{', '.join(i.name for i in inputs) or 'none'})")
+    for inp in inputs:
+        if inp.dtype == "i64" and len(inp.shape) == 2:
+            return inp
+    raise ConfigError(f"model '{model}' has no token input (an IT #[b, t] input); its inputs "
+                      f"are {', '.join(f'{i.name} : {_type(i)}' for i in inputs) or 'none'}")
+
+
+def _type(inp: Any) -> str:
+    return f"{'IT' if inp.dtype == 'i64' else 'T'} #[{', '.join(map(str, inp.shape))}]"
+
+
+def check_against_graph(iterator: Any, graph: Any | Sequence[Any],
+                        input_name: str | None = None) -> None:
+    """Check, before training, that every batch shape the iterator yields is the token input
+    of an instantiated graph (`graph`, or one of several: a model instantiated for the full
+    and for the short last batch). The token input is `input_name`, else the graph's first
+    i64 rank-2 input. A disagreement is a ConfigError naming both shapes."""
+    graphs = list(graph) if isinstance(graph, (list, tuple)) else [graph]
+    found = [(g, _token_input(g, input_name)) for g in graphs]
+    for inp in (i for _, i in found):
+        if inp.dtype != "i64" or len(inp.shape) != 2:
+            raise ConfigError(f"input '{inp.name}' : {_type(inp)} is not a token input "
+                              f"(expected IT #[b, t])")
+    have = {tuple(i.shape) for _, i in found}
+    for b, t in iterator.shapes:
+        if (b, t) not in have:
+            models = "; ".join(f"model '{getattr(g, 'model', '<graph>')}' input '{i.name}' : "
+                               f"{_type(i)}" for g, i in found)
+            raise ConfigError(f"{type(iterator).__name__} yields batches of [{b}, {t}] "
+                              f"(batch {b}, seq {t}) but {models} (b = "
+                              f"{', '.join(str(i.shape[0]) for _, i in found)}, t = "
+                              f"{', '.join(str(i.shape[1]) for _, i in found)})")

@@ -1,0 +1,107 @@
+"""`tyr data prepare`: a parquet text dataset → token shards (+ `meta.json`).
+
+The documents are streamed row group by row group (`ParquetTextStream`), tokenized with a BOS
+before each, and cut into shards of `shard_tokens` tokens: the first `val_tokens` tokens go to
+`{name}_val_000000.bin`, ... and the rest to `{name}_train_000000.bin`, ... (the FineWeb
+layout of modded-nanogpt; documents run on across shard boundaries). Every shard is written
+atomically; `meta.json` is written last and lists them, so a directory with a `meta.json` is
+complete. With `world > 1`, rank r prepares its strided row groups into `{name}_r{r}_...`.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytyr.atomic import atomic_write_text
+from pytyr.data.parquet import ParquetTextStream
+from pytyr.data.shards import FORMATS, MAX_VOCAB, write_shard
+from pytyr.data.tokenizer import Tokenizer, encode_documents
+from pytyr.errors import ConfigError, DataError
+
+
+class _ShardWriter:
+    """Buffers tokens and writes full shards of `size` tokens (val first, then train)."""
+
+    def __init__(self, out: Path, prefix: str, size: int, val_tokens: int, fmt: str):
+        self.out, self.prefix, self.size, self.fmt = out, prefix, size, fmt
+        self.val_left = val_tokens
+        self.parts: list[np.ndarray] = []
+        self.buffered = 0
+        self.written: dict[str, list[dict[str, Any]]] = {"val": [], "train": []}
+
+    def add(self, tokens: np.ndarray) -> None:
+        self.parts.append(tokens)
+        self.buffered += len(tokens)
+        while self.buffered >= self._next_size():
+            self._flush(self._next_size())
+
+    def _next_size(self) -> int:
+        return min(self.size, self.val_left) if self.val_left > 0 else self.size
+
+    def _flush(self, n: int) -> None:
+        flat = np.concatenate(self.parts)
+        split = "val" if self.val_left > 0 else "train"
+        name = f"{self.prefix}_{split}_{len(self.written[split]):06d}.bin"
+        write_shard(self.out / name, flat[:n], self.fmt)
+        self.written[split].append({"file": name, "tokens": int(n)})
+        if split == "val":
+            self.val_left -= n
+        rest = flat[n:]
+        self.parts, self.buffered = ([rest] if len(rest) else []), len(rest)
+
+    def close(self) -> None:
+        if self.buffered:
+            self._flush(self.buffered)
+
+
+def prepare_parquet(paths: Any, tokenizer: Tokenizer, out_dir: str | os.PathLike[str], *,
+                    column: str = "text", shard_tokens: int = 100_000_000,
+                    val_tokens: int = 0, fmt: str = "fineweb", name: str = "data",
+                    rank: int = 0, world: int = 1, progress: bool | None = None,
+                    tokenizer_path: str | None = None) -> dict[str, Any]:
+    """Tokenize the parquet dataset at `paths` into shards in `out_dir`; return the metadata
+    (also written to `out_dir/meta.json`). `progress=None` shows a bar on a terminal only."""
+    from tqdm import tqdm
+
+    if fmt not in FORMATS:
+        raise ConfigError(f"data prepare: unknown shard format {fmt!r} (known: "
+                          f"{', '.join(FORMATS)})")
+    if not (isinstance(shard_tokens, int) and shard_tokens >= 1):
+        raise ConfigError(f"data prepare: shard_tokens must be a positive integer, "
+                          f"got {shard_tokens!r}")
+    if not (isinstance(val_tokens, int) and val_tokens >= 0):
+        raise ConfigError(f"data prepare: val_tokens must be a non-negative integer, "
+                          f"got {val_tokens!r}")
+    if tokenizer.vocab_size > MAX_VOCAB:
+        raise DataError(f"{tokenizer.source}: vocab_size {tokenizer.vocab_size} does not fit "
+                        f"the uint16 ids of token shards (at most {MAX_VOCAB})")
+    stream = ParquetTextStream(paths, column, rank=rank, world=world)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "meta.json").unlink(missing_ok=True)  # the directory is incomplete until the end
+    prefix = name if world == 1 else f"{name}_r{rank}"
+    writer = _ShardWriter(out, prefix, shard_tokens, val_tokens, fmt)
+    docs = 0
+    hide = None if progress is None else not progress  # None: tqdm shows it on a terminal
+    with tqdm(total=len(stream), unit="group", desc="tokenizing", disable=hide) as bar:
+        for _, texts in stream:
+            writer.add(encode_documents(tokenizer, texts, bos=tokenizer.bos_id is not None))
+            docs += len(texts)
+            bar.update(1)
+            bar.set_postfix(docs=docs, refresh=False)
+    writer.close()
+    total = sum(s["tokens"] for split in writer.written.values() for s in split)
+    if total == 0:
+        raise DataError(f"{', '.join(map(str, stream.files))}: empty dataset: no tokens "
+                        f"(every '{column}' value of this rank is empty or null)")
+    meta = {"format": fmt, "tokens": total, "documents": docs, "null_rows": stream.null_rows,
+            "vocab_size": tokenizer.vocab_size, "bos_id": tokenizer.bos_id,
+            "tokenizer": tokenizer_path or tokenizer.source, "column": column,
+            "rank": rank, "world": world,
+            "sources": [str(f) for f in stream.files], **writer.written}
+    atomic_write_text(out / "meta.json", json.dumps(meta, indent=1))
+    return meta

@@ -1,0 +1,117 @@
+"""`tyr data prepare` and `tyr tokenizer train`: parquet → token shards, via the CLI parser."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pytyr.data.commands import register
+from pytyr.data.iterators import SequentialBatchIterator
+from pytyr.data.prepare import prepare_parquet
+from pytyr.data.shards import read_shard
+from pytyr.data.tokenizer import CharTokenizer, encode_documents, load_tokenizer
+from pytyr.errors import ConfigError, DataError
+
+from test_parquet import ALPHABET, write_dataset  # noqa: E402  (tests/ is on sys.path)
+
+TOK = CharTokenizer(sorted(ALPHABET), bos="<|bos|>")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tyr")
+    register(p.add_subparsers(dest="command", required=True))
+    return p
+
+
+def _run(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    return args.fn(args)
+
+
+@pytest.mark.parametrize("fmt", ["fineweb", "nanogpt"])
+def test_prepare_writes_val_then_train_shards(tmp_path, fmt):
+    texts = write_dataset(tmp_path / "ds")
+    meta = prepare_parquet(tmp_path / "ds", TOK, tmp_path / "out", shard_tokens=300,
+                           val_tokens=150, fmt=fmt, progress=False)
+    expected = encode_documents(TOK, texts)
+    assert meta["tokens"] == len(expected) and meta["documents"] == len(texts)
+    assert [s["tokens"] for s in meta["val"]] == [150]
+    assert all(s["tokens"] == 300 for s in meta["train"][:-1])
+    files = [tmp_path / "out" / s["file"] for s in meta["val"] + meta["train"]]
+    got = np.concatenate([read_shard(f, fmt=fmt, vocab_size=TOK.vocab_size) for f in files])
+    assert got.tolist() == expected.tolist()
+    assert json.loads((tmp_path / "out" / "meta.json").read_text()) == meta
+    # the shards feed the iterators directly, BOS-aligned
+    it = SequentialBatchIterator(files[1:], 2, 16, bos_id=TOK.bos_id)
+    x, _ = next(it)
+    assert (x[:, 0] == TOK.bos_id).all()
+
+
+def test_prepare_ranks_split_the_row_groups(tmp_path):
+    texts = write_dataset(tmp_path / "ds")
+    metas = [prepare_parquet(tmp_path / "ds", TOK, tmp_path / f"out{r}", shard_tokens=10_000,
+                             rank=r, world=2, progress=False) for r in range(2)]
+    assert sum(m["documents"] for m in metas) == len(texts)
+    assert metas[1]["train"][0]["file"] == "data_r1_train_000000.bin"
+
+
+def test_prepare_errors(tmp_path):
+    write_dataset(tmp_path / "ds", files=1)
+    with pytest.raises(ConfigError, match="unknown shard format 'npy'"):
+        prepare_parquet(tmp_path / "ds", TOK, tmp_path / "o", fmt="npy")
+    big = CharTokenizer([chr(0x4E00 + i) for i in range(70000)])
+    with pytest.raises(DataError, match="does not fit the uint16 ids"):
+        prepare_parquet(tmp_path / "ds", big, tmp_path / "o")
+    pq.write_table(pa.table({"text": ["", ""]}), tmp_path / "blank.parquet")
+    with pytest.raises(DataError, match="empty dataset: no tokens"):
+        prepare_parquet(tmp_path / "blank.parquet", CharTokenizer("ab"), tmp_path / "o",
+                        progress=False)
+
+
+def test_cli_tokenizer_train_then_data_prepare(tmp_path, capsys):
+    texts = write_dataset(tmp_path / "ds")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(texts))
+    tok_path = tmp_path / "tokenizer.json"
+    assert _run(["tokenizer", "train", str(corpus), str(tmp_path / "ds"), "--vocab-size", "300",
+                 "--out", str(tok_path)]) == 0
+    tok = load_tokenizer(tok_path)
+    assert tok.bos_id == 0 and tok.decode(tok.encode(texts[0])) == texts[0]
+    out = tmp_path / "shards"
+    assert _run(["data", "prepare", str(tmp_path / "ds"), "--tokenizer", str(tok_path),
+                 "--out", str(out), "--val-tokens", "100", "--no-progress"]) == 0
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["vocab_size"] == tok.vocab_size and meta["bos_id"] == 0
+    assert read_shard(out / meta["val"][0]["file"])[0] == 0
+    assert _run(["tokenizer", "train", str(corpus), "--kind", "char", "--out",
+                 str(tmp_path / "c.json")]) == 0
+    assert load_tokenizer(tmp_path / "c.json").itos == sorted(set("\n".join(texts)))
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_cli_bad_input(tmp_path):
+    with pytest.raises(DataError, match="no such corpus file"):
+        _run(["tokenizer", "train", str(tmp_path / "nope.txt"), "--out", str(tmp_path / "t.json")])
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["data", "prepare", "x.parquet"])  # --tokenizer is required
+
+
+def test_data_bench_runs(tmp_path):
+    root = Path(__file__).resolve().parents[1]
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    from bench import data
+
+    r = data.run(quick=True, scale=0.02)
+    for key in ("sequential", "parquet"):
+        s = r[key]
+        assert s["tyr_tokens_per_s"] > 0 and s["plain_tokens_per_s"] > 0 and s["ratio"] > 0
+        assert s["same_output"]
+    assert all(len(row) == 4 for row in data.rows(r))
+    json.dumps(r)

@@ -1,0 +1,178 @@
+"""Sequential and dynamic batch iterators: shapes, shards, BOS packing, ranks, resume, graphs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from pytyr.data.iterators import (BatchIterator, SequentialBatchIterator, bos_aligned_starts,
+                                  check_against_graph)
+from pytyr.data.shards import HEADER_INTS, MAGIC, write_shard
+from pytyr.errors import ConfigError, DataError
+from pytyr.ir.graph import Graph, Input
+
+TOKENS = np.arange(1000, dtype=np.uint16)
+
+
+def _xs(it) -> list[torch.Tensor]:
+    return [b[0] for b in it]
+
+
+def test_sequential_shapes_shift_and_order():
+    it = SequentialBatchIterator(TOKENS, 4, 8)
+    batches = list(it)
+    assert len(batches) == len(it) == (999 // 8) // 4
+    for x, y in batches:
+        assert x.shape == y.shape == (4, 8) and x.dtype == y.dtype == torch.int64
+        assert torch.equal(y, x + 1)
+    flat = torch.cat([x.reshape(-1) for x, _ in batches])
+    assert torch.equal(flat, torch.arange(len(flat)))  # one sequential pass, nothing skipped
+    assert it.dropped_rows == 999 // 8 - len(batches) * 4
+
+
+@pytest.mark.parametrize("fmt", ["nanogpt", "fineweb"])
+def test_sequential_over_shard_files(tmp_path, fmt):
+    a = write_shard(tmp_path / "a.bin", np.arange(0, 100), fmt)
+    b = write_shard(tmp_path / "b.bin", np.arange(1000, 1050), fmt)
+    it = SequentialBatchIterator([a, b], 2, 10)
+    xs = _xs(it)
+    # a: 9 rows -> 4 steps of 2 (1 row dropped); b: 4 rows -> 2 steps; no row spans shards
+    assert len(xs) == 6 and it.dropped_rows == 1
+    assert xs[0][0, 0] == 0 and xs[4][0, 0] == 1000 and int(xs[3].max()) < 100
+
+
+def test_loop_continues_past_the_pass():
+    it = SequentialBatchIterator(TOKENS[:100], 2, 8, loop=True)
+    n = len(it)
+    xs = [next(it)[0] for _ in range(2 * n + 1)]
+    assert torch.equal(xs[0], xs[n]) and torch.equal(xs[1], xs[n + 1]) and it.epoch == 2
+
+
+def test_rank_sharding_disjoint_deterministic_and_complete():
+    single = torch.cat([x.reshape(-1) for x in _xs(SequentialBatchIterator(TOKENS, 6, 8))])
+    world = 3
+    per_rank = [_xs(SequentialBatchIterator(TOKENS, 2, 8, rank=r, world=world))
+                for r in range(world)]
+    again = _xs(SequentialBatchIterator(TOKENS, 2, 8, rank=1, world=world))
+    assert all(torch.equal(a, b) for a, b in zip(again, per_rank[1]))
+    sets = [set(torch.cat([x.reshape(-1) for x in xs]).tolist()) for xs in per_rank]
+    assert all(not (sets[i] & sets[j]) for i in range(world) for j in range(i + 1, world))
+    # together the ranks read exactly what one process with batch * world reads
+    assert set().union(*sets) == set(single.tolist())
+
+
+@pytest.mark.parametrize("make", [
+    lambda: SequentialBatchIterator(TOKENS, 3, 7, rank=1, world=2),
+    lambda: SequentialBatchIterator(TOKENS % 50, 3, 7, loop=True, bos_id=0),
+    lambda: BatchIterator(TOKENS, 5, 9, last="pad", rank=1, world=2),
+    lambda: BatchIterator(TOKENS, 5, 9, last="short"),
+])
+def test_resume_continues_on_exactly_the_next_batch(make):
+    ref = make()
+    expected = [ref.batch_at(k) for k in range(min(len(ref), 8))]
+    first = make()
+    for _ in range(3):
+        next(first)
+    state = first.state_dict()
+    import json
+    resumed = make()
+    resumed.load_state_dict(json.loads(json.dumps(state)))  # JSON-safe
+    for k in range(3, len(expected)):
+        got = next(resumed)
+        assert all(torch.equal(g, e) for g, e in zip(got, expected[k]))
+
+
+def test_resume_refuses_another_stream():
+    state = SequentialBatchIterator(TOKENS, 4, 8).state_dict()
+    with pytest.raises(ConfigError, match="batch: saved 4, here 2"):
+        SequentialBatchIterator(TOKENS, 2, 8).load_state_dict(state)
+    with pytest.raises(ConfigError, match="bad step"):
+        SequentialBatchIterator(TOKENS, 4, 8).load_state_dict({**state, "step": -1})
+
+
+def test_bos_aligned_packing():
+    bos = 0
+    docs = [[bos, 1, 2, 3], [bos, 4, 5], [bos, 6, 7, 8, 9, 10, 11], [bos, 12], [bos, 13, 14]]
+    tokens = np.array([9, 9] + [t for d in docs for t in d], dtype=np.uint16)  # junk first
+    starts = bos_aligned_starts(tokens, 4, bos)
+    assert all(tokens[s] == bos for s in starts)
+    rows = [tokens[s:s + 5].tolist() for s in starts]
+    # a document cropped at a row's end (6, 7, ...) is not continued: the next row starts at
+    # the first document no x has begun
+    assert rows == [[0, 1, 2, 3, 0], [0, 4, 5, 0, 6], [0, 12, 0, 13, 14]]
+    it = SequentialBatchIterator(tokens, 2, 4, bos_id=bos)
+    x, y = next(it)
+    assert x[:, 0].tolist() == [bos, bos] and y.tolist() == [[1, 2, 3, 0], [4, 5, 0, 6]]
+
+
+def test_batch_iterator_last_batch_is_explicit():
+    tokens = np.arange(100, dtype=np.uint16)  # 12 rows of seq 8 (+ a tail of 4 tokens)
+    with pytest.raises(TypeError, match="last"):
+        BatchIterator(tokens, 5, 8)  # type: ignore[call-arg]  (no silent default)
+    with pytest.raises(ConfigError, match="last must be 'drop', 'short' or 'pad'"):
+        BatchIterator(tokens, 5, 8, last="keep")  # type: ignore[arg-type]
+    drop = BatchIterator(tokens, 5, 8, last="drop")
+    assert [x.shape[0] for x, _ in drop] == [5, 5] and drop.dropped_rows == 2
+    short = BatchIterator(tokens, 5, 8, last="short")
+    assert [x.shape[0] for x, _ in short] == [5, 5, 2]
+    assert short.shapes == [(5, 8), (2, 8)] and short.last_batch == 2
+    pad = BatchIterator(tokens, 5, 8, last="pad")
+    batches = list(pad)
+    assert [len(b) for b in batches] == [3, 3, 3] and all(b[0].shape == (5, 8) for b in batches)
+    x, y, mask = batches[-1]
+    # rows 10, 11 full, row 12 the 4-token tail (3 targets), rows 13, 14 all padding
+    assert mask.sum(1).tolist() == [8, 8, 3, 0, 0]
+    assert x[2, :4].tolist() == [96, 97, 98, 99] and y[2, :3].tolist() == [97, 98, 99]
+    assert torch.equal(y[mask], x[mask] + 1)
+    pad.reset()
+    assert len(list(pad)) == 3
+
+
+def test_batch_iterator_ranks():
+    tokens = np.arange(100, dtype=np.uint16)
+    rows = [torch.cat([b[0] for b in BatchIterator(tokens, 2, 8, last="short", rank=r, world=3)])
+            for r in range(3)]
+    firsts = [set(r[:, 0].tolist()) for r in rows]
+    assert firsts[0] == {0, 24, 48, 72} and set().union(*firsts) == set(range(0, 96, 8))
+    drops = [len(BatchIterator(tokens, 2, 8, last="drop", rank=r, world=3)) for r in range(3)]
+    pads = [len(BatchIterator(tokens, 3, 8, last="pad", rank=r, world=5)) for r in range(5)]
+    assert len(set(drops)) == 1 and len(set(pads)) == 1  # ranks stay in step
+
+
+def _graph(*inputs: Input) -> Graph:
+    return Graph("gpt", list(inputs), [], [], [])
+
+
+def test_check_against_graph():
+    it = SequentialBatchIterator(TOKENS, 4, 8)
+    check_against_graph(it, _graph(Input("x", (4, 8), "i64"), Input("y", (4, 8), "i64")))
+    with pytest.raises(ConfigError) as e:
+        check_against_graph(it, _graph(Input("idx", (12, 64), "i64")))
+    assert "[4, 8]" in str(e.value) and "IT #[12, 64]" in str(e.value) and "'idx'" in str(e.value)
+    with pytest.raises(ConfigError, match="no token input"):
+        check_against_graph(it, _graph(Input("x", (4, 8))))
+    with pytest.raises(ConfigError, match="no input 'tok'"):
+        check_against_graph(it, _graph(Input("x", (4, 8), "i64")), input_name="tok")
+    short = BatchIterator(np.arange(100, dtype=np.uint16), 5, 8, last="short")
+    full = _graph(Input("x", (5, 8), "i64"))
+    with pytest.raises(ConfigError, match=r"\[2, 8\]"):
+        check_against_graph(short, full)
+    check_against_graph(short, [full, _graph(Input("x", (2, 8), "i64"))])
+
+
+def test_bad_inputs_name_the_file(tmp_path):
+    bad = tmp_path / "bad.bin"
+    header = np.zeros(HEADER_INTS, dtype="<i4")
+    header[:3] = (MAGIC, 2, 4)
+    bad.write_bytes(header.tobytes() + b"\0" * 8)
+    with pytest.raises(DataError, match=f"{bad}: unsupported shard version 2"):
+        SequentialBatchIterator(bad, 1, 2)
+    good = write_shard(tmp_path / "g.bin", [1, 2, 50, 3], "fineweb")
+    with pytest.raises(DataError, match=f"{good}: token 50 at position 2 is out of range"):
+        SequentialBatchIterator(good, 1, 2, vocab_size=50)
+    with pytest.raises(DataError, match="too few tokens"):
+        SequentialBatchIterator(good, 2, 2)
+    with pytest.raises(DataError, match="empty dataset"):
+        BatchIterator([], 1, 2, last="drop")
+    with pytest.raises(ConfigError, match="rank must be in 0..1"):
+        SequentialBatchIterator(TOKENS, 1, 2, rank=2, world=2)
