@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `bench` is a top-level package of the repository, not installed
     sys.path.insert(0, str(ROOT))
 
-from bench import checker, executor, percentile, summarize  # noqa: E402
+from bench import checker, executor, gpt, percentile, summarize  # noqa: E402
 from bench.__main__ import main  # noqa: E402
 
 STAT_KEYS = {"n", "median_ms", "p90_ms", "min_ms", "mean_ms"}
@@ -72,6 +72,23 @@ def test_executor_results_well_formed():
         bd = s["breakdown"]
         assert _positive(bd["forward_tyr_ms"]) and _positive(bd["forward_plain_ms"])
     assert all(len(row) == 4 for row in executor.rows(r))
+    json.dumps(r)
+
+
+def test_gpt_results_well_formed():
+    # the recipe config is checked here; a tiny GPT is run (the recipe takes ~30 ms a step)
+    v = gpt.gpt_values()
+    assert v["c"] == {"vocab": 65, "block": 64, "n_layer": 4, "n_head": 4, "head_dim": 32,
+                      "dropout": 0.0} and (v["b"], v["t"]) == (12, 64)
+    tiny = gpt.gpt_values(vocab=11, block=8, n_layer=1, n_head=2, head_dim=4, b=2, t=8)
+    r = gpt.run(steps=2, warmup=1, breakdown_iters=2, values=tiny)
+    assert r["benchmark"] == "gpt" and r["goal_ratio"] == 0.97 and set(r["modes"]) == {"eager"}
+    s = r["modes"]["eager"]
+    _stats_ok(s["tyr"], 2)
+    _stats_ok(s["plain"], 2)
+    assert _positive(s["ratio"]) and _positive(s["pair_ratio_median"]) and _positive(s["params"])
+    assert s["max_loss_diff"] <= 1e-6 and s["max_param_diff"] <= 1e-6
+    assert all(len(row) == 4 for row in gpt.rows(r))
     json.dumps(r)
 
 

@@ -1,0 +1,227 @@
+"""The GPT of `examples/gpt/GPT.lean` through Tyr's executor vs the same GPT hand-written
+in nanoGPT's structure (`bench/nanogpt.py`).
+
+Config: nanoGPT's CPU recipe for Shakespeare-char (vocab 65, block 64, 4 layers, 4 heads of
+32 = width 128, dropout 0, batch 12, t = block). The plain model gets copies of the Tyr
+module's weights (`load_from_tyr`), so both do the same arithmetic: losses are compared step
+by step and the parameters at the end, as evidence. A training step is forward + `zero_grad`
++ backward + AdamW step, with nanoGPT's optimizer set-up on both sides (lr 1e-3, betas
+(0.9, 0.99), weight decay 0.1 on rank >= 2 via `pytyr.train.loop.param_groups`). Both sides
+see the same sequence of random token batches. Steps ALTERNATE between the sides, the order
+flipped every pair, after a warm-up, so drift in machine speed hits both alike.
+
+Reported: median ms per step each, `plain/tyr` (1.0 = no overhead, goal >= 0.97), the median
+of the per-pair ratios, and the forward alone / `_check_inputs` breakdown. `--compile` (via
+`python -m bench.gpt --compile`) also times both sides under `torch.compile`, or says why not.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import sys
+import time
+from typing import Any
+
+import torch
+from torch import nn
+
+from bench import ROOT, summarize
+from bench.nanogpt import GPT, GPTConfig, load_from_tyr, tyr_to_plain_key
+
+GOAL_RATIO = 0.97
+GPT_FILE = ROOT / "examples" / "gpt" / "GPT.lean"
+LR, BETAS, WEIGHT_DECAY = 1e-3, (0.9, 0.99), 0.1
+N_BATCHES = 8  # distinct batches, cycled: enough variety, no data-loading cost in the timing
+
+
+def gpt_values(**over: Any) -> dict[str, Any]:
+    """Values of GPT.lean's `gpt` for nanoGPT's CPU recipe; `over` replaces `c` fields or b/t."""
+    c = {"vocab": 65, "block": 64, "n_layer": 4, "n_head": 4, "head_dim": 32, "dropout": 0.0}
+    v: dict[str, Any] = {"c": c, "b": 12, "t": 64}
+    for k, x in over.items():
+        (v if k in ("b", "t") else c)[k] = x
+    return v
+
+
+def build_pair(values: dict[str, Any], seed: int = 0) -> tuple[nn.Module, GPT]:
+    """The Tyr module of GPT.lean's `gpt` for `values` and a plain GPT holding its weights."""
+    from pytyr.pipeline import graph_from_lean, module_from_graph
+
+    tyr = module_from_graph(graph_from_lean(GPT_FILE, "gpt", values), seed=seed)
+    plain = GPT(GPTConfig.from_tyr(values["c"]))
+    load_from_tyr(plain, tyr)
+    return tyr, plain
+
+
+def batches(values: dict[str, Any], n: int, seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """`n` random (idx, targets) batches, targets the next tokens as in a language model."""
+    gen = torch.Generator().manual_seed(seed)
+    b, t, vocab = values["b"], values["t"], values["c"]["vocab"]
+    out = []
+    for _ in range(n):
+        seq = torch.randint(0, vocab, (b, t + 1), generator=gen)
+        out.append((seq[:, :-1].contiguous(), seq[:, 1:].contiguous()))
+    return out
+
+
+def _optimizer(module: nn.Module) -> torch.optim.Optimizer:
+    from pytyr.train.loop import param_groups
+
+    return torch.optim.AdamW(param_groups(module, WEIGHT_DECAY), lr=LR, betas=BETAS)
+
+
+def _step(fwd: Any, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    loss = fwd(x, y)[1]
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def _timed(fn: Any, *args: Any) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = fn(*args)
+    return time.perf_counter() - t0, out
+
+
+def _max_param_diff(tyr: nn.Module, plain: GPT) -> float:
+    psd = plain.state_dict()
+    return max(float((v - psd[tyr_to_plain_key(k)]).abs().max()) for k, v in tyr.state_dict().items())
+
+
+def bench_pair(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0,
+               breakdown_iters: int = 0, compile: bool = False) -> dict[str, Any]:
+    """Alternating training steps of both sides; `compile` wraps both forwards in torch.compile."""
+    tyr, plain = build_pair(values, seed)
+    mods = {"tyr": tyr, "plain": plain}
+    opts = {side: _optimizer(m) for side, m in mods.items()}
+    fwds: dict[str, Any] = dict(mods)
+    if compile:
+        fwds = {side: torch.compile(m) for side, m in mods.items()}
+    data = batches(values, N_BATCHES, seed + 1)
+
+    times: dict[str, list[float]] = {"tyr": [], "plain": []}
+    max_loss_diff = 0.0
+    gc.collect()
+    for i in range(warmup + steps):
+        x, y = data[i % len(data)]
+        order = ("tyr", "plain") if i % 2 == 0 else ("plain", "tyr")
+        losses = {}
+        for side in order:
+            dt, loss = _timed(_step, fwds[side], opts[side], x, y)
+            losses[side] = float(loss.detach())
+            if i >= warmup:
+                times[side].append(dt)
+        max_loss_diff = max(max_loss_diff, abs(losses["tyr"] - losses["plain"]))
+
+    t, p = summarize(times["tyr"]), summarize(times["plain"])
+    pair = [pt / tt for pt, tt in zip(times["plain"], times["tyr"])]
+    result: dict[str, Any] = {
+        "values": values,
+        "params": sum(q.numel() for q in tyr.parameters()),
+        "steps": steps,
+        "warmup": warmup,
+        "tyr": t,
+        "plain": p,
+        "ratio": p["median_ms"] / t["median_ms"],
+        "pair_ratio_median": statistics.median(pair),
+        "max_loss_diff": max_loss_diff,
+        "max_param_diff": _max_param_diff(tyr, plain),
+    }
+    if breakdown_iters > 0:
+        result["breakdown"] = _breakdown(fwds, tyr, data[0], breakdown_iters)
+    return result
+
+
+def _breakdown(fwds: dict[str, Any], tyr: nn.Module, batch: tuple[torch.Tensor, torch.Tensor],
+               iters: int) -> dict[str, Any]:
+    """Forward alone (recording autograd, as in training; alternating) and the input check."""
+    fwd: dict[str, list[float]] = {"tyr": [], "plain": []}
+    for i in range(iters):
+        order = ("tyr", "plain") if i % 2 == 0 else ("plain", "tyr")
+        for side in order:
+            dt, _ = _timed(fwds[side], *batch)
+            fwd[side].append(dt)
+    out: dict[str, Any] = {"forward_tyr_ms": summarize(fwd["tyr"])["median_ms"],
+                           "forward_plain_ms": summarize(fwd["plain"])["median_ms"]}
+    check = getattr(tyr, "_check_inputs", None)
+    if check is not None:
+        out["check_inputs_us"] = summarize([_timed(check, batch)[0] for _ in range(iters)])["median_ms"] * 1e3
+    return out
+
+
+def run(*, quick: bool = False, steps: int | None = None, warmup: int | None = None,
+        breakdown_iters: int | None = None, compile: bool = False,
+        values: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Time the eager pair (and, with `compile`, the compiled pair); keywords override counts."""
+    n, w = (30, 5) if quick else (120, 15)
+    n = steps if steps is not None else n
+    w = warmup if warmup is not None else w
+    bd = breakdown_iters if breakdown_iters is not None else n // 2
+    values = values or gpt_values()
+    result: dict[str, Any] = {
+        "benchmark": "gpt",
+        "goal_ratio": GOAL_RATIO,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "optimizer": f"AdamW(lr={LR}, betas={BETAS}, weight_decay {WEIGHT_DECAY} on rank>=2 "
+                     f"via pytyr.train.loop.param_groups), foreach default",
+        "modes": {"eager": bench_pair(values, steps=n, warmup=w, breakdown_iters=bd)},
+    }
+    if compile:
+        try:
+            # compiled graphs need a longer warm-up: the first calls trace and compile, and the
+            # first few compiled backward steps are still slow on a 2-core box
+            result["modes"]["compile"] = bench_pair(values, steps=n, warmup=max(w, 10), compile=True)
+        except Exception as e:  # a CPU box without a working inductor toolchain, etc.
+            result["compile_error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            print(f"gpt: torch.compile skipped: {result['compile_error']}", file=sys.stderr)
+    return result
+
+
+def rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(what, median ms, p90 ms, note) lines for the printed table."""
+    goal = result["goal_ratio"]
+    out = []
+    for mode, r in result["modes"].items():
+        v = r["values"]
+        c = v["c"]
+        shape = f"{mode}: {c['n_layer']}L {c['n_head']}x{c['head_dim']}, b {v['b']} t {v['t']}"
+        out.append((f"gpt train step tyr   [{shape}]", f"{r['tyr']['median_ms']:.2f}",
+                    f"{r['tyr']['p90_ms']:.2f}", f"{r['params']} params, {r['steps']} steps"))
+        ok = "ok" if r["ratio"] >= goal else "BELOW GOAL"
+        out.append((f"gpt train step plain [{shape}]", f"{r['plain']['median_ms']:.2f}",
+                    f"{r['plain']['p90_ms']:.2f}",
+                    f"plain/tyr {r['ratio']:.3f} (pairs {r['pair_ratio_median']:.3f}); "
+                    f"goal >= {goal}: {ok}"))
+        bd = r.get("breakdown")
+        if bd:
+            note = f"plain {bd['forward_plain_ms']:.2f} ms"
+            if "check_inputs_us" in bd:
+                note += f"; _check_inputs {bd['check_inputs_us']:.1f} us"
+            out.append((f"  gpt forward only tyr [{mode}]", f"{bd['forward_tyr_ms']:.2f}", "", note))
+        out.append((f"  gpt same math [{mode}]", "", "",
+                    f"max |loss diff| {r['max_loss_diff']:.1e}, max |param diff| {r['max_param_diff']:.1e}"))
+    if "compile_error" in result:
+        out.append(("  gpt torch.compile", "", "", f"skipped: {result['compile_error']}"))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bench.gpt [--quick] [--compile]`: this benchmark alone, results as JSON on stdout."""
+    p = argparse.ArgumentParser(prog="python -m bench.gpt", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--compile", action="store_true", help="also time both sides under torch.compile")
+    args = p.parse_args(argv)
+    r = run(quick=args.quick, compile=args.compile)
+    for row in rows(r):
+        print("  ".join(x for x in row if x))
+    json.dump(r, sys.stdout, indent=1)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
