@@ -1,4 +1,4 @@
-"""`python -m bench [--quick] [--only NAME] [--out PATH]`: run the benchmarks, print a table,
+"""`python -m bench [--quick] [--compile] [--only NAME] [--out PATH]`: run the benchmarks, print a table,
 write the results as JSON (default `runs/bench/results.json`)."""
 from __future__ import annotations
 
@@ -13,9 +13,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import ROOT, checker, executor
+from bench import ROOT, checker, data, executor, gpt, safetensors_load
 
-BENCHMARKS = {"checker": checker, "executor": executor}
+BENCHMARKS = {"checker": checker, "data": data, "executor": executor, "gpt": gpt,
+              "safetensors": safetensors_load}
+# benchmarks whose run() also times the torch.compile path when asked (--compile)
+COMPILABLE = {"gpt"}
 
 
 def _git_rev() -> str | None:
@@ -44,6 +47,8 @@ def _table(rows: list[tuple[str, str, str, str]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     p.add_argument("--quick", action="store_true", help="few iterations (a rough number in seconds)")
+    p.add_argument("--compile", action="store_true",
+                   help="also time the torch.compile path where a benchmark has one (gpt)")
     p.add_argument("--only", action="append", choices=sorted(BENCHMARKS), metavar="NAME",
                    help=f"run only this benchmark ({', '.join(sorted(BENCHMARKS))}); repeatable")
     p.add_argument("--out", default=str(ROOT / "runs" / "bench" / "results.json"),
@@ -62,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": os.cpu_count(),
         "machine": platform.machine(),
         "quick": args.quick,
+        "compile": args.compile,
         # other load on the machine makes the absolute numbers noisy; the alternating
         # executor comparison is meant to keep the ratio fair anyway
         "loadavg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
@@ -74,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for name in names:
         t0 = time.perf_counter()
-        results[name] = BENCHMARKS[name].run(quick=args.quick)
+        extra = {"compile": True} if args.compile and name in COMPILABLE else {}
+        results[name] = BENCHMARKS[name].run(quick=args.quick, **extra)
         results[name]["wall_s"] = time.perf_counter() - t0
         rows.extend(BENCHMARKS[name].rows(results[name]))
         print(f"  {name}: {results[name]['wall_s']:.1f} s", file=sys.stderr)

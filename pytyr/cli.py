@@ -166,8 +166,11 @@ def build_parser() -> argparse.ArgumentParser:
     from .abi.commands import register as register_run
     from .data.commands import register as register_data
 
+    from .safetensors.commands import register as register_safetensors
+
     register_run(sub)
     register_data(sub)
+    register_safetensors(sub)
     return p
 
 
