@@ -74,3 +74,14 @@ def test_a_corrupt_checkpoint_is_reported_with_the_reader_error(ckpt):
     (ckpt / "bad.safetensors").write_bytes(b"\x05\x00\x00\x00\x00\x00\x00\x00{")
     d = _check(ckpt, "", '"bad.safetensors"')
     assert len(d) == 1 and d[0].pos.line == 3 and "bad.safetensors" in d[0].message
+
+
+def test_generated_type_names_match_the_lean_provider(tmp_path):
+    # Tyr/Meta/SafeTensorsTest.lean uses the same fixture and names in Lean.
+    import shutil
+    shutil.copy("Tyr/Meta/fixtures/tiny.schema.json", tmp_path / "tiny.schema.json")
+    f = tmp_path / "N.lean"
+    f.write_text("import Tyr\nopen torch\nsafetensors_type_provider \"tiny.schema.json\" as Tiny\n"
+                 "def a (l : Tiny.layers.Schema) : Tiny.layers.attn.Schema := l.attn\n"
+                 "def r : Tiny.Schema := Tiny\n")
+    assert check_files(f) == []

@@ -1,0 +1,81 @@
+import Tyr.Meta.SafeTensors
+
+/-!
+# Tyr.Meta.SafeTensorsTest — build-time checks of `safetensors_type_provider`
+
+Nothing imports this module; `lake build` compiles it (the `Tyr` library globs `Tyr.*`), so a
+broken provider fails the build. The checkpoint is the snapshot `fixtures/tiny.schema.json`
+(beside this file): two layers, each with a nested list of two experts, float tensors of three
+dtypes, an integer tensor, a scalar and a segment (`lm-head`) that is not an identifier.
+-/
+
+namespace torch.SafeTensorsTest
+
+safetensors_type_provider "fixtures/tiny.schema.json" as Tiny
+
+-- One structure per named subtree; the items of a list share one type.
+example : Tiny.Schema := Tiny
+example : Vector Tiny.layers.Schema 2 := Tiny.layers
+example : Tiny.layers.attn.Schema := Tiny.layers[1].attn
+example : Vector Tiny.layers.experts.Schema 2 := Tiny.layers[0].experts
+
+-- Tensor fields carry the header's shapes: float dtypes give `T`, integer ones `IT`.
+example : T #[16, 8] := Tiny.embed.weight
+example : T #[8, 8] := Tiny.layers[0].attn.w_q
+example : T #[8] := Tiny.layers[1].ln.bias
+example : T #[8, 4] := Tiny.layers[1].experts[1].w
+example : T #[8, 16] := Tiny.«lm-head».weight
+example : IT #[1, 4] := Tiny.position_ids
+example : T #[] := Tiny.scale
+
+-- A shape the checkpoint does not have is a type error.
+#check_failure (Tiny.layers[0].attn.w_q : T #[8, 4])
+
+-- `TensorStruct` is derived: its paths are the names of the float tensors, in field order.
+#guard TensorStruct.paths Tiny ==
+  ["embed.weight", "layers.0.attn.w_q", "layers.0.experts.0.w", "layers.0.experts.1.w",
+    "layers.0.ln.bias", "layers.1.attn.w_q", "layers.1.experts.0.w", "layers.1.experts.1.w",
+    "layers.1.ln.bias", "lm-head.weight", "scale"]
+
+open torch.SafeTensors
+
+/-- A tensor for the checks of the tree rules below. -/
+def spec (name : String) (shape : Array Nat := #[2]) (dtype : String := "F32") : Spec :=
+  { name, dtype, shape }
+
+/-- Whether the tensors make a valid tree. -/
+def ok (specs : Array Spec) : Bool := buildTree specs matches .ok _
+
+#guard ok #[spec "a.0.w", spec "a.1.w"]
+#guard ok ((List.range 11).toArray.map fun i => spec s!"b.{i}.w")
+-- Lists: numbered from 0 without gaps, canonical indices, items of one structure.
+#guard !ok #[spec "a.0.w", spec "a.2.w"]
+#guard !ok #[spec "a.1.w"]
+#guard !ok #[spec "a.0.w", spec "a.01.w"]
+#guard !ok #[spec "a.0.w", spec "a.1.w" #[3]]
+#guard !ok #[spec "a.0.w", spec "a.1.w" #[2] "F16"]
+#guard !ok #[spec "a.0.w", spec "a.1.v"]
+#guard !ok #[spec "a.0.b.0.w", spec "a.1.b.0.w", spec "a.1.b.1.w"]
+-- Levels hold either indices or names; a tensor is never also a prefix; the root has names.
+#guard !ok #[spec "a.0", spec "a.x"]
+#guard !ok #[spec "a", spec "a.b"]
+#guard !ok #[spec "0.w"]
+#guard !ok #[spec "a..b"]
+#guard !ok #[]
+-- Names Lean needs: no field `mk`, `rec`, …; no subtree `Schema` (a tensor may be named so).
+#guard !ok #[spec "rec"]
+#guard !ok #[spec "a.mk.w"]
+#guard !ok #[spec "Schema.w"]
+#guard ok #[spec "a.Schema"]
+-- Dtypes without a Tyr tensor type.
+#guard !ok #[spec "a" #[2] "C64"]
+#guard ok #[spec "a" #[2] "BOOL", spec "b" #[2] "F8_E4M3"]
+
+-- Order: segment by segment, indices by value; fields come out sorted.
+#guard segLt ["b", "9"] ["b", "10"] && !segLt ["b", "10"] ["b", "9"]
+#guard segLt ["a"] ["a-c"] && segLt ["a", "z"] ["a-c"]
+#guard (match buildTree #[spec "z", spec "a.w", spec "m"] with
+  | .ok (.node kids) => kids.map (·.1) == #["a", "m", "z"]
+  | _ => false)
+
+end torch.SafeTensorsTest
