@@ -132,8 +132,10 @@ def rows(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                                   f"{r['headers']['shards']} shards + index")):
         m = r[key]
         for side in ("tyr", "safetensors"):
-            note = (f"{what}; ratio {m['ratio']:.2f} (goal >= {GOAL_RATIO})"
-                    if side == "tyr" else "")
+            # The issue sets a goal for loading; header introspection is only timed (our
+            # header validation is Python, the library's parser is native).
+            goal = f" (goal >= {GOAL_RATIO})" if key != "headers" else " (timed, no goal)"
+            note = f"{what}; ratio {m['ratio']:.2f}{goal}" if side == "tyr" else ""
             out.append((f"safetensors {key} ({side})", f"{m[side]['median_ms']:.2f}",
                         f"{m[side]['p90_ms']:.2f}", note))
     return out
