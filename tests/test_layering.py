@@ -56,3 +56,13 @@ def test_checking_does_not_import_torch():
     code = "import sys, pytyr.lean; pytyr.lean.check_files('examples/mlp/MLP.lean'); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_cli_start_up_does_not_import_torch():
+    # `tyr check` and `tyr --help` must start fast: heavy libraries load on first use only.
+    import subprocess
+    import sys
+    code = ("import sys, pytyr.cli; pytyr.cli.build_parser(); "
+            "print(sorted(m for m in ('torch', 'pyarrow', 'tokenizers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

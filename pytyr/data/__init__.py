@@ -1,12 +1,26 @@
 """Data: token shards on disk, the Shakespeare corpus, LM batch iterators, parquet text
-datasets and tokenizers."""
-from pytyr.data.batches import RandomBatches
-from pytyr.data.iterators import (BatchIterator, SequentialBatchIterator, bos_aligned_starts,
-                                  check_against_graph)
-from pytyr.data.shards import FORMATS, read_shard, write_shard
-from pytyr.data.tokenizer import (BPETokenizer, CharTokenizer, encode_documents,
-                                  load_tokenizer, train_bpe)
+datasets and tokenizers.
 
-__all__ = ["FORMATS", "BPETokenizer", "BatchIterator", "CharTokenizer", "RandomBatches",
-           "SequentialBatchIterator", "bos_aligned_starts", "check_against_graph",
-           "encode_documents", "load_tokenizer", "read_shard", "train_bpe", "write_shard"]
+Names are imported on first use (PEP 562), so `tyr check` and the CLI's start-up do not pay
+for torch, pyarrow and tokenizers.
+"""
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "RandomBatches": "batches",
+    "BatchIterator": "iterators", "SequentialBatchIterator": "iterators",
+    "bos_aligned_starts": "iterators", "check_against_graph": "iterators",
+    "FORMATS": "shards", "read_shard": "shards", "write_shard": "shards",
+    "BPETokenizer": "tokenizer", "CharTokenizer": "tokenizer", "encode_documents": "tokenizer",
+    "load_tokenizer": "tokenizer", "train_bpe": "tokenizer",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'pytyr.data' has no attribute {name!r}")
+    return getattr(import_module(f"pytyr.data.{_EXPORTS[name]}"), name)
