@@ -31,6 +31,8 @@ inductive Init where
   | ones
   | normal (std : Float)
   | uniform (bound : Float)
+  /-- The tensor `key` of the safetensors checkpoint `file` (a type provider's tensors). -/
+  | checkpoint (file : String) (key : String)
   deriving Repr, Inhabited
 
 /-- A compile-time value attached to an op node: a factor, an epsilon, a target shape. -/

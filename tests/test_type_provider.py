@@ -85,3 +85,38 @@ def test_generated_type_names_match_the_lean_provider(tmp_path):
                  "def a (l : Tiny.layers.Schema) : Tiny.layers.attn.Schema := l.attn\n"
                  "def r : Tiny.Schema := Tiny\n")
     assert check_files(f) == []
+
+
+def test_checkpoint_tensors_become_parameters_loaded_from_the_file(ckpt):
+    from pytyr.pipeline import graph_from_lean, module_from_graph
+
+    weights = {"head.weight": torch.randn(3, 4), "head.bias": torch.randn(3),
+               "unused.weight": torch.randn(5, 5)}
+    save_file(weights, str(ckpt / "head.safetensors"))
+    f = ckpt / "H.lean"
+    f.write_text("import Tyr\nopen torch\nsafetensors_type_provider \"head.safetensors\" as Head\n"
+                 "@[model] def m {b : Nat} (x : T #[b, 4]) : T #[b, 3] :=\n"
+                 "  linearBias x Head.head.weight Head.head.bias\n")
+    g = graph_from_lean(f, "m", {"b": 2})
+    assert [p.path for p in g.params] == ["Head.head.bias", "Head.head.weight"]
+    assert g.params[1].init == {"kind": "checkpoint", "file": str((ckpt / "head.safetensors").resolve()),
+                                "key": "head.weight"}
+    module = module_from_graph(g)
+    x = torch.randn(2, 4)
+    (out,) = module(x)
+    torch.testing.assert_close(out, x @ weights["head.weight"].T + weights["head.bias"])
+
+
+def test_a_checkpoint_changed_after_checking_is_reported(ckpt):
+    from pytyr.errors import ExecError
+    from pytyr.pipeline import graph_from_lean, module_from_graph
+
+    save_file({"w": torch.zeros(2, 2)}, str(ckpt / "w.safetensors"))
+    f = ckpt / "W.lean"
+    f.write_text("import Tyr\nopen torch\nsafetensors_type_provider \"w.safetensors\" as W\n"
+                 "@[model] def m (x : T #[1, 2]) : T #[1, 2] := linear x W.w\n")
+    g = graph_from_lean(f, "m", {})
+    save_file({"w": torch.zeros(3, 2)}, str(ckpt / "w.safetensors"))
+    with pytest.raises(ExecError) as e:
+        module_from_graph(g)
+    assert "holds 'w' with shape [3, 2]" in str(e.value) and "[2, 2]" in str(e.value)

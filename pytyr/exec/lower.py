@@ -47,6 +47,8 @@ def init_tensor(param: Param, seed: int) -> torch.Tensor:
     kind = param.init.get("kind")
     shape = tuple(param.shape)
     dtype = TORCH_DTYPES[param.dtype]
+    if kind == "checkpoint":
+        return _from_checkpoint(param, shape, dtype)
     if kind == "zeros":
         return torch.zeros(shape, dtype=dtype)
     if kind == "ones":
@@ -60,6 +62,26 @@ def init_tensor(param: Param, seed: int) -> torch.Tensor:
         bound = float(param.init["bound"])
         return out.uniform_(-bound, bound, generator=gen)
     raise ExecError(f"parameter {param.path!r}: unknown init kind {kind!r}")
+
+
+def _from_checkpoint(param: Param, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """The tensor `key` of the safetensors checkpoint `file` (a type provider's parameter)."""
+    from pytyr.errors import SafeTensorsError
+    from pytyr.safetensors import open_checkpoint
+
+    file, key = param.init["file"], param.init["key"]
+    try:
+        with open_checkpoint(file) as ck:
+            if key not in ck:
+                raise ExecError(f"parameter {param.path!r}: {file} has no tensor {key!r}")
+            t = ck.tensor(key).to(dtype).clone()
+    except SafeTensorsError as err:
+        raise ExecError(f"parameter {param.path!r}: {err}") from None
+    if tuple(t.shape) != shape:
+        raise ExecError(f"parameter {param.path!r}: {file} holds {key!r} with shape "
+                        f"{list(t.shape)}, but the model was checked against {list(shape)}; "
+                        f"the checkpoint changed since it was checked")
+    return t
 
 
 class _Locator(fx.Interpreter):

@@ -14,7 +14,10 @@ from typing import Any
 FORMAT = "tyr.graph"
 VERSION = 1
 DTYPES = ("f32", "i64")
-INIT_KINDS = {"zeros": (), "ones": (), "normal": ("std",), "uniform": ("bound",)}
+INIT_KINDS = {"zeros": (), "ones": (), "normal": ("std",), "uniform": ("bound",),
+              "checkpoint": ("file", "key")}
+# Init fields that are strings (a checkpoint's file and tensor name); the others are numbers.
+INIT_STRING_FIELDS = ("file", "key")
 
 AttrValue = int | float | list[int]
 

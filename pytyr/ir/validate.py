@@ -17,7 +17,8 @@ import re
 from typing import Any, Protocol, runtime_checkable
 
 from pytyr.errors import IRError, TyrError
-from pytyr.ir.graph import DTYPES, FORMAT, INIT_KINDS, VERSION, Graph, Input, Node, Output
+from pytyr.ir.graph import (DTYPES, FORMAT, INIT_KINDS, INIT_STRING_FIELDS, VERSION, Graph,
+                            Input, Node, Output)
 from pytyr.ir.graph import Param, TensorType
 
 MAX_RANK = 8
@@ -227,7 +228,14 @@ class _Checker:
                 out["bad"] = True
         for key in INIT_KINDS[kind]:
             x = value.get(key)
-            if _is_finite(x) and x >= 0:
+            if key in INIT_STRING_FIELDS:
+                if isinstance(x, str) and x and len(x) <= 4096:
+                    out[key] = x
+                else:
+                    self.add(f"{where}: init {kind!r} needs {key!r} to be a non-empty string, "
+                             f"got {_show(x)}")
+                    out["bad"] = True
+            elif _is_finite(x) and x >= 0:
                 out[key] = float(x)
             else:
                 self.add(f"{where}: init {kind!r} needs {key!r} to be a finite non-negative "

@@ -855,6 +855,10 @@ class Elaborator:
             if self.builder is None:
                 return Opaque("tensor")
             return self.builder.emit(self, info, values, res, pos)
+        if info.checkpoint is not None:
+            if self.builder is None:
+                return Opaque("tensor")
+            return self.builder.checkpoint_value(self, info, pos)
         if info.tensor_level:
             if self.builder is None:
                 return Opaque("tensor")

@@ -74,6 +74,7 @@ class DefInfo:
     value: Term | None = None  # body as a term when it is a value (Nat, Shape, config, ...)
     tensor_level: bool = False  # result mentions tensors: inlined when instantiated
     doc: str | None = None
+    checkpoint: str | None = None  # a type provider's constant: the file its tensors come from
 
     @property
     def type(self) -> Pi | Term:

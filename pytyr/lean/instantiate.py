@@ -16,7 +16,7 @@ from ..ir.graph import Graph, Input, Node, Output, Param, TensorType
 from .elab import TENSOR_FAMILIES, Ctx, Elaborator, Fail
 from .env import DefInfo, StructInfo
 from .program import Program
-from .terms import (FLOAT, NAT, App, Arr, Eq, FLit, InitV, Lit, Meta, Opaque, Pair, Proj, Rel,
+from .terms import (FLOAT, NAT, App, Arr, Eq, FLit, InitV, Lit, Meta, Opaque, Pair, Proj, Rel, SLit,
                     StructV, TensorV, Term, instantiate, is_closed, show, subst, unify)
 
 
@@ -25,6 +25,39 @@ class GraphBuilder:
         self.inputs: list[Input] = []
         self.params: list[Param] = []
         self.nodes: list[Node] = []
+        self.checkpoints: dict[str, Term] = {}
+
+    def checkpoint_value(self, el: Elaborator, info: DefInfo, pos: Pos) -> Term:
+        """A type provider's constant: its float tensors become parameters initialised from
+        the checkpoint, at paths `Name.key`; the ones the model never uses are dropped."""
+        if info.name not in self.checkpoints:
+            self.checkpoints[info.name] = self._ckpt_tree(el, info, el.whnf(info.result), [], pos)
+        return self.checkpoints[info.name]
+
+    def _ckpt_tree(self, el: Elaborator, info: DefInfo, ty: Term, key: list[str], pos: Pos) -> Term:
+        if isinstance(ty, App) and ty.head in TENSOR_FAMILIES:
+            name = ".".join(key)
+            if ty.head != "torch.T":
+                return Opaque(f"integer tensor '{name}' of {info.name} (not a parameter)")
+            shape, dtype = closed_tensor_type(el, ty, pos, f"'{info.name}.{name}'")
+            path = f"{info.name}.{name}"
+            self.params.append(Param(path, shape, dtype,
+                                     {"kind": "checkpoint", "file": info.checkpoint, "key": name}))
+            return TensorV(path)
+        if isinstance(ty, App) and ty.head == "Vector":
+            n = el.whnf(ty.args[1])
+            assert isinstance(n, Lit)
+            return Arr(tuple(self._ckpt_tree(el, info, el.whnf(ty.args[0]), key + [str(i)], pos)
+                             for i in range(n.n)))
+        sinfo = el.env[ty.head]
+        return StructV(sinfo.name, tuple((f.name, self._ckpt_tree(el, info, el.whnf(f.type),
+                                                                  key + [f.name], pos))
+                                         for f in sinfo.fields))
+
+    def prune_checkpoint_params(self, outputs: list[Output]) -> None:
+        used = {r for n in self.nodes for r in n.inputs} | {o.ref for o in outputs}
+        self.params = [p for p in self.params
+                       if p.init.get("kind") != "checkpoint" or p.path in used]
 
     def emit(self, el: Elaborator, info: DefInfo, values: list[Term], res: Term, pos: Pos) -> TensorV:
         assert info.op is not None
@@ -33,7 +66,8 @@ class GraphBuilder:
         for t in info.op.tensors:
             v = el.whnf(byname[t])
             if not isinstance(v, TensorV):
-                raise Fail(pos, f"internal: argument '{t}' of '{info.name}' is not a graph value")
+                what = v.tag if isinstance(v, Opaque) else show(v)
+                raise Fail(pos, f"argument '{t}' of '{info.name}' is not a graph value: {what}")
             refs.append(v.ref)
         attrs = {a: to_python(el.whnf(byname[a]), pos, f"attribute '{a}' of '{info.name}'")
                  for a, _ in info.op.attrs}
@@ -50,6 +84,8 @@ class GraphBuilder:
 def to_python(v: Term, pos: Pos, what: str) -> Any:
     if isinstance(v, Lit):
         return v.n
+    if isinstance(v, SLit):
+        return v.s
     if isinstance(v, FLit):
         if not math.isfinite(v.x):
             raise Fail(pos, f"{what} evaluates to {v.x}, which is not finite")
@@ -140,6 +176,7 @@ def _instantiate(prog: Program, el: Elaborator, info: DefInfo, values: dict[str,
         if not isinstance(t, TensorV):
             raise Fail(info.pos, f"output {i} of '{info.name}' is not a tensor")
         outputs.append(Output(f"out{i}" if i or isinstance(el.whnf(term), Pair) else "out", t.ref))
+    b.prune_checkpoint_params(outputs)
     names_seen: set[str] = set()
     for n in [i.name for i in b.inputs] + [p.path for p in b.params]:
         if n in names_seen:

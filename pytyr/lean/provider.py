@@ -148,5 +148,5 @@ def declare(name: str, path: Path, pos: Pos) -> dict[str, Any]:
         raise ProviderError(f"{path}: the top level of the checkpoint is a list; name it")
     struct(tree, root, "")
     decls[name] = DefInfo(name, pos, "def", (), App(root), native=True, tensor_level=True,
-                          doc=f"the tensors of {path}")
+                          doc=f"the tensors of {path}", checkpoint=str(path.resolve()))
     return decls
