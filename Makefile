@@ -1,6 +1,6 @@
 # Tyr: models in Lean 4 (Tyr/, examples/), run from the Python harness (pytyr/).
 #
-#   make train    the main job (TRAIN_ARGS below)
+#   make train    the main job: the Lean GPT on Shakespeare (TRAIN_ARGS below)
 #   make test     the test suite (pytest)
 #   make bench    benchmarks (BENCH_ARGS below)
 #   make check    check the Lean sources with `tyr check`
@@ -25,7 +25,7 @@ STAMP       := $(VENV)/.pytyr-installed
 PIP_FLAGS   ?= --disable-pip-version-check $(if $(CI),--progress-bar off,)
 
 # The main job; switch to the GPT example by changing this line.
-TRAIN_ARGS  ?= examples/mlp/MLP.lean --model mlp
+TRAIN_ARGS  ?= examples/gpt/GPT.lean --model gpt
 PYTEST_ARGS ?=
 BENCH_ARGS  ?= -m bench
 
