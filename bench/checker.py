@@ -138,6 +138,6 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 f"{g['validate']['p90_ms']:.3f}", ""))
     if "cold_cli" in result:
         c = result["cold_cli"]
-        out.append((f"cold `python -m pytyr.cli check` process", f"{c['median_ms']:.0f}",
+        out.append(("cold `python -m pytyr.cli check` process", f"{c['median_ms']:.0f}",
                     f"{c['p90_ms']:.0f}", f"start-up included, n={c['n']}"))
     return out

@@ -9,53 +9,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from .config import merge, parse_set, read_json
 from .errors import ConfigError, LeanError, TyrError
-
-
-def _parse_set(items: list[str]) -> dict[str, Any]:
-    """`--set c.hidden=64 --set b=128` → nested dict; values are JSON (numbers) or strings."""
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        node = out
-        parts = key.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"--set {key}: '{part}' is already a value, not a table")
-        node[parts[-1]] = value
-    return out
-
-
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
-def _read_json(path: Path, what: str) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: {what} not found") from None
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"{path}:{err.lineno}:{err.colno}: {what} is not valid JSON: {err.msg}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: {what} must be a JSON object")
-    return data
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -77,9 +37,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 def _model_values(args: argparse.Namespace) -> dict[str, Any]:
     values: dict[str, Any] = {}
     if args.config:
-        cfg = _read_json(Path(args.config), "config")
+        cfg = read_json(Path(args.config), "config")
         values = cfg.get("model", cfg)
-    return _merge(values, _parse_set(args.set or []))
+    return merge(values, parse_set(args.set or []))
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
@@ -114,7 +74,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from .train.run import train_from_config
 
     cfg_path = Path(args.config) if args.config else Path(args.file).parent / "config.json"
-    cfg = _merge(_read_json(cfg_path, "training config"), _parse_set(args.set or []))
+    cfg = merge(read_json(cfg_path, "training config"), parse_set(args.set or []))
     return train_from_config(Path(args.file), args.model, cfg, source=str(cfg_path),
                              progress=not args.quiet, resume=args.resume)
 

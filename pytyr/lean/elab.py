@@ -18,7 +18,7 @@ from .env import (BUILTIN_TYPES, KNOWN_ATTRS, NATIVE_DEFS, NATIVE_DERIVING, Ctor
 from .parser import SUBSET
 from .terms import (FLOAT, NAT, PROP, SHAPE, STRING, TYPE, App, Arr, CtorV, Eq, FLit, FloatOp,
                     InitV, Lit, Meta, MetaCtx, NatOp, Normalizer, Opaque, Pair, Param, Pi, Prod,
-                    Proj, Rel, SLit, Sort, StructV, TensorV, Term, Var, instantiate, is_closed,
+                    Proj, Rel, SLit, Sort, StructV, Term, Var, instantiate, is_closed,
                     map_children, show, subst, unify)
 
 TENSOR_FAMILIES = {"torch.T": "f32", "torch.IT": "i64"}

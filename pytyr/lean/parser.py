@@ -9,7 +9,7 @@ subset is rejected with a located "not in the Tyr subset of Lean" error.
 from __future__ import annotations
 
 from . import syntax as S
-from ..errors import Diagnostic, LeanError, Pos
+from ..errors import Diagnostic, LeanError
 from .lexer import Token, tokenize
 
 SUBSET = "not in the Tyr subset of Lean"
@@ -110,7 +110,7 @@ class Parser:
         if t.kind == "keyword" and t.text in ("def", "abbrev"):
             return self.definition(doc, attrs)
         if attrs:
-            raise self.error(f"attributes are only supported on `def` in the Tyr subset", t)
+            raise self.error("attributes are only supported on `def` in the Tyr subset", t)
         if t.kind == "ident" and t.text == "safetensors_type_provider":
             self.next()
             if self.tok.kind != "str":

@@ -89,26 +89,59 @@ def train_from_config(file: Path, model: str, cfg: dict[str, Any], *, source: st
                                     resume=resume)
     if resume:
         raise ConfigError(f"{source}: --resume is for language-model tasks (checkpointed)")
-    from ..pipeline import graph_from_lean, module_from_graph
+    from ..pipeline import graph_from_lean
+
+    return train_graph(graph_from_lean(file, model, cfg["model"]), cfg, source=source,
+                       origin=str(file), progress=progress)
+
+
+def _spirals(graph: Any, cfg: dict[str, Any], source: str) -> tuple[Any, ...]:
+    from . import tasks
+
+    task = cfg["task"]
+    seed = task.get("seed", 0)
+    x, y = tasks.make_dataset(task.get("train_size", 4096), seed)
+    xt, yt = tasks.make_dataset(task.get("test_size", 2048), seed + 1)
+    if not graph.inputs or x.shape[1:] != tuple(graph.inputs[0].shape[1:]):
+        got = list(graph.inputs[0].shape) if graph.inputs else "missing"
+        raise ConfigError(f"{source}: the task's points have {x.shape[1]} features but the "
+                          f"model's first input is {got}")
+    return x, y, xt, yt, seed
+
+
+def evaluate_graph(graph: Any, cfg: dict[str, Any], *, source: str, origin: str) -> int:
+    """Test accuracy of a graph's initial weights on its task (`tyr run --eval`)."""
+    import torch
+
+    from ..pipeline import module_from_graph
+    from . import tasks
+
+    _, _, xt, yt, _ = _spirals(graph, cfg, source)
+    module = module_from_graph(graph, seed=cfg["train"].get("seed", 0)).eval()
+    with torch.no_grad():
+        acc = tasks.accuracy(module, xt, yt, graph.inputs[0].shape[0])
+    print(f"model {graph.model} from {origin}: {len(graph.nodes)} nodes; "
+          f"test accuracy {acc:.2%} (initial weights, no training)")
+    return 0
+
+
+def train_graph(graph: Any, cfg: dict[str, Any], *, source: str, origin: str,
+                progress: bool = True) -> int:
+    """Train a validated graph on the spirals task: from a Lean file or a compiled library."""
+    from ..pipeline import module_from_graph
     from . import tasks
     from .loop import train
 
-    graph = graph_from_lean(file, model, cfg["model"])
+    x, y, xt, yt, seed = _spirals(graph, cfg, source)
     batch = graph.inputs[0].shape[0]
     tc = {"steps": 500, "lr": 1e-2, "weight_decay": 0.0, "warmup": 0, "grad_clip": 1.0,
           "seed": 0, **cfg["train"]}
     module = module_from_graph(graph, seed=tc["seed"])
-    seed = task.get("seed", 0)
-    x, y = tasks.make_dataset(task.get("train_size", 4096), seed)
-    xt, yt = tasks.make_dataset(task.get("test_size", 2048), seed + 1)
-    if x.shape[1:] != tuple(graph.inputs[0].shape[1:]):
-        raise ConfigError(f"{source}: the task's points have {x.shape[1]} features but the model "
-                          f"input '{graph.inputs[0].name}' is {list(graph.inputs[0].shape)}")
 
     def evaluate(m: Any) -> dict[str, float]:
         return {"test_accuracy": tasks.accuracy(m, xt, yt, batch)}
 
-    print(f"model {graph.model} from {file}: {len(graph.nodes)} nodes, "
+    print(f"model {graph.model} from {origin}: {len(graph.nodes)} nodes, "
           f"{sum(1 for _ in module.parameters())} parameter tensors, "
           f"{sum(p.numel() for p in module.parameters()):,} weights")
     history = train(module, tasks.batches(x, y, batch, seed), steps=tc["steps"], lr=tc["lr"],
@@ -120,7 +153,7 @@ def train_from_config(file: Path, model: str, cfg: dict[str, Any], *, source: st
     out = Path(cfg.get("out", "runs/" + graph.model))
     plot_losses(history, out / "loss.png", f"{graph.model}: training loss")
     atomic_write_text(out / "metrics.json", json.dumps(
-        {"model": graph.model, "final_loss": final["loss"],
+        {"model": graph.model, "origin": origin, "final_loss": final["loss"],
          "test_accuracy": final["test_accuracy"], "history": history}, indent=1))
     print(f"step {int(final['step'])}: loss {final['loss']:.4f}, "
           f"test accuracy {final['test_accuracy']:.2%}")
