@@ -4,6 +4,7 @@
 #   make test     the test suite (pytest)
 #   make bench    benchmarks (BENCH_ARGS below)
 #   make check    check the Lean sources with `tyr check`
+#   make lint     pyflakes-level checks of the Python sources (ruff)
 #   make venv     only create/update the virtualenv
 #   make clean    remove caches and build leftovers (keeps .venv, runs/, out/)
 #   make distclean  clean, and also remove .venv and .lake
@@ -34,10 +35,10 @@ CHECK_FILES ?= $(wildcard Tyr.lean) \
                $(filter-out Tyr/Meta/% Tyr/Export.lean,$(sort $(wildcard Tyr/*.lean))) \
                $(sort $(shell find examples -name '*.lean' 2>/dev/null))
 
-.PHONY: help venv train test bench check clean distclean
+.PHONY: help venv train test bench check lint clean distclean
 
 help:
-	@sed -n '3,10s/^# \{0,1\}//p' $(firstword $(MAKEFILE_LIST))
+	@sed -n '3,11s/^# \{0,1\}//p' $(firstword $(MAKEFILE_LIST))
 
 venv: $(STAMP)
 
@@ -69,6 +70,10 @@ bench: $(STAMP)
 check: $(STAMP)
 	@test -n "$(strip $(CHECK_FILES))" || { echo "error: no Lean files to check" >&2; exit 1; }
 	"$(TYR)" check $(CHECK_FILES)
+
+# Python errors a test run can miss: undefined names, unused imports, syntax.
+lint: $(STAMP)
+	"$(VENV)/bin/ruff" check --select F,E9 pytyr bench tests
 
 clean:
 	find . -path ./$(VENV) -prune -o -path ./.lake -prune -o -path ./.git -prune -o \
