@@ -10,8 +10,15 @@ import pytest
 import safetensors
 import torch
 
-from pytyr.safetensors import (INDEX_NAME, SHARD_RULES, SafeTensorsError, open_checkpoint,
-                               save_sharded, write_file)
+from pytyr.atomic import atomic_write
+from pytyr.safetensors import (
+    INDEX_NAME,
+    SHARD_RULES,
+    SafeTensorsError,
+    open_checkpoint,
+    save_sharded,
+    write_file,
+)
 from pytyr.safetensors import writer as writer_mod
 
 
@@ -218,7 +225,7 @@ def test_a_failed_write_leaves_no_temporary_file(tmp_path):
         raise Boom
 
     with pytest.raises(Boom):
-        writer_mod._atomic(tmp_path / "x.safetensors", write)
+        atomic_write(tmp_path / "x.safetensors", write)
     assert list(tmp_path.iterdir()) == []
 
 

@@ -18,7 +18,7 @@ from pytyr.errors import SafeTensorsError
 
 from .loaders import Weights, fit_problems, open_weights
 from .schema import Node, NodeList, TensorRef, TensorSpec, build_tree, py_name
-from .writer import atomic_write_bytes
+from pytyr.atomic import atomic_write_bytes
 
 _TAKEN = {"Node", "NodeList", "TensorRef", "TensorSpec", "DType", "Weights", "Any"}
 

@@ -257,7 +257,7 @@ def _structure(trie: Any) -> Any:
 def write_schema(specs: Mapping[str, TensorSpec], path: str | os.PathLike[str],
                  metadata: Mapping[str, str] | None = None) -> Path:
     """Write the `.schema.json` snapshot of `specs` (atomically); returns its path."""
-    from .writer import atomic_write_bytes
+    from pytyr.atomic import atomic_write_bytes
 
     doc = {"format": SCHEMA_FORMAT, "version": SCHEMA_VERSION, "metadata": dict(metadata or {}),
            "tensors": {n: s.to_json() for n, s in specs.items()}}

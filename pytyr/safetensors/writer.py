@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import uuid
 from pathlib import Path
 from typing import Any, BinaryIO, Mapping
 
+from pytyr.atomic import atomic_write, atomic_write_bytes
 from pytyr.errors import SafeTensorsError
 
 from .dtypes import DType
@@ -39,40 +39,6 @@ def parse_size(size: int | str) -> int:
     if n <= 0:
         raise ValueError(f"shard size {size!r} must be positive")
     return n
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return  # platforms that cannot open directories cannot fsync them either
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _atomic(path: Path, write: Any) -> Path:
-    """Run `write(f)` on a temporary file beside `path`, fsync it, rename it over `path`."""
-    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:12]}"
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-    return path
-
-
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
-    """Write `data` to `path` atomically (temporary file, fsync, rename)."""
-    return _atomic(Path(path), lambda f: f.write(data))
 
 
 def _prepare(tensors: Mapping[str, Any], where: object) -> list[tuple[str, DType, Any]]:
@@ -131,7 +97,7 @@ def write_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
         f.write(head)
         _write_data(f, entries)
 
-    return _atomic(path, write)
+    return atomic_write(path, write)
 
 
 def _stale(directory: Path, stem: str, keep: set[str]) -> list[Path]:
