@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,6 +23,33 @@ def percentile(xs: Sequence[float], q: float) -> float:
     lo = int(k)
     hi = min(lo + 1, len(s) - 1)
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def pair_rows(label: str, r: dict[str, Any], goal: float, digits: int, *,
+              prefix: str = "") -> list[tuple[str, str, str, str]]:
+    """Table lines of one alternating tyr/plain training-step comparison `r` (the dict made by
+    `bench.executor.bench_size` and `bench.gpt.bench_pair`): both step times, the ratio
+    against the goal, the forward-only breakdown and the same-math check."""
+    f = f"{{:.{digits}f}}"
+    ok = "ok" if r["ratio"] >= goal else "BELOW GOAL"
+    out = [(f"{prefix}train step tyr   [{label}]", f.format(r["tyr"]["median_ms"]),
+            f.format(r["tyr"]["p90_ms"]), f"{r['params']} params, {r['steps']} steps"),
+           (f"{prefix}train step plain [{label}]", f.format(r["plain"]["median_ms"]),
+            f.format(r["plain"]["p90_ms"]),
+            f"plain/tyr {r['ratio']:.3f} (pairs {r['pair_ratio_median']:.3f}); "
+            f"goal >= {goal}: {ok}")]
+    name = label.split(":")[0]
+    bd = r.get("breakdown")
+    if bd:
+        note = f"plain {f.format(bd['forward_plain_ms'])} ms"
+        if "check_inputs_us" in bd:
+            note += f"; _check_inputs {bd['check_inputs_us']:.1f} us"
+        out.append((f"  {prefix}forward only tyr [{name}]", f.format(bd["forward_tyr_ms"]), "",
+                    note))
+    out.append((f"  {prefix}same math [{name}]", "", "",
+                f"max |loss diff| {r['max_loss_diff']:.1e}, "
+                f"max |param diff| {r['max_param_diff']:.1e}"))
+    return out
 
 
 def summarize(samples_s: Sequence[float]) -> dict[str, float]:

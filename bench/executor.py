@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench import summarize
+from bench import pair_rows, summarize
 from bench.checker import MLP_FILE, mlp_values
 
 GOAL_RATIO = 0.97
@@ -189,24 +189,9 @@ def run(*, quick: bool = False, steps: int | None = None, warmup: int | None = N
 
 def rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     """(what, median ms, p90 ms, note) lines for the printed table."""
-    goal = result["goal_ratio"]
     out = []
     for name, r in result["sizes"].items():
         v = r["values"]
-        shape = f"hidden {v['c']['hidden']}, batch {v['b']}"
-        out.append((f"train step tyr   [{name}: {shape}]", f"{r['tyr']['median_ms']:.3f}",
-                    f"{r['tyr']['p90_ms']:.3f}", f"{r['params']} params, {r['steps']} steps"))
-        ok = "ok" if r["ratio"] >= goal else "BELOW GOAL"
-        out.append((f"train step plain [{name}: {shape}]", f"{r['plain']['median_ms']:.3f}",
-                    f"{r['plain']['p90_ms']:.3f}",
-                    f"plain/tyr {r['ratio']:.3f} (pairs {r['pair_ratio_median']:.3f}); "
-                    f"goal >= {goal}: {ok}"))
-        bd = r.get("breakdown")
-        if bd:
-            note = f"plain {bd['forward_plain_ms']:.3f} ms"
-            if "check_inputs_us" in bd:
-                note += f"; _check_inputs {bd['check_inputs_us']:.1f} us"
-            out.append((f"  forward only tyr [{name}]", f"{bd['forward_tyr_ms']:.3f}", "", note))
-        out.append((f"  same math [{name}]", "", "",
-                    f"max |loss diff| {r['max_loss_diff']:.1e}, max |param diff| {r['max_param_diff']:.1e}"))
+        out += pair_rows(f"{name}: hidden {v['c']['hidden']}, batch {v['b']}", r,
+                         result["goal_ratio"], 3)
     return out

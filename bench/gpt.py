@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from bench import ROOT, summarize
+from bench import ROOT, pair_rows, summarize
 from bench.nanogpt import GPT, GPTConfig, load_from_tyr, tyr_to_plain_key
 
 GOAL_RATIO = 0.97
@@ -183,27 +183,11 @@ def run(*, quick: bool = False, steps: int | None = None, warmup: int | None = N
 
 def rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     """(what, median ms, p90 ms, note) lines for the printed table."""
-    goal = result["goal_ratio"]
     out = []
     for mode, r in result["modes"].items():
-        v = r["values"]
-        c = v["c"]
-        shape = f"{mode}: {c['n_layer']}L {c['n_head']}x{c['head_dim']}, b {v['b']} t {v['t']}"
-        out.append((f"gpt train step tyr   [{shape}]", f"{r['tyr']['median_ms']:.2f}",
-                    f"{r['tyr']['p90_ms']:.2f}", f"{r['params']} params, {r['steps']} steps"))
-        ok = "ok" if r["ratio"] >= goal else "BELOW GOAL"
-        out.append((f"gpt train step plain [{shape}]", f"{r['plain']['median_ms']:.2f}",
-                    f"{r['plain']['p90_ms']:.2f}",
-                    f"plain/tyr {r['ratio']:.3f} (pairs {r['pair_ratio_median']:.3f}); "
-                    f"goal >= {goal}: {ok}"))
-        bd = r.get("breakdown")
-        if bd:
-            note = f"plain {bd['forward_plain_ms']:.2f} ms"
-            if "check_inputs_us" in bd:
-                note += f"; _check_inputs {bd['check_inputs_us']:.1f} us"
-            out.append((f"  gpt forward only tyr [{mode}]", f"{bd['forward_tyr_ms']:.2f}", "", note))
-        out.append((f"  gpt same math [{mode}]", "", "",
-                    f"max |loss diff| {r['max_loss_diff']:.1e}, max |param diff| {r['max_param_diff']:.1e}"))
+        v, c = r["values"], r["values"]["c"]
+        label = f"{mode}: {c['n_layer']}L {c['n_head']}x{c['head_dim']}, b {v['b']} t {v['t']}"
+        out += pair_rows(label, r, result["goal_ratio"], 2, prefix="gpt ")
     if "compile_error" in result:
         out.append(("  gpt torch.compile", "", "", f"skipped: {result['compile_error']}"))
     return out
