@@ -230,3 +230,13 @@ def test_custom_initialiser_keys_follow_the_init_constructor(tmp_path):
                  "@[model] def m (p : P) (x : T #[2]) : T #[2] := mul x p.w\n")
     g = instantiate_model(load(f), "m", {})
     assert g.params[0].init == {"kind": "normal", "std": 0.25}
+
+
+def test_unreadable_sources_are_located_errors(tmp_path):
+    from pytyr.lean import check_files
+    f = tmp_path / "Bad.lean"
+    f.write_bytes(b"def f := 1\n-- caf\xe9\n")
+    (d,) = check_files(f)
+    assert (d.pos.line, d.pos.col) == (2, 6) and "not UTF-8" in d.message
+    (d,) = check_files(tmp_path)
+    assert "is a directory" in d.message

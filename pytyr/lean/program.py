@@ -40,7 +40,8 @@ class Program:
     def load_file(self, path: str | Path) -> None:
         path = Path(path)
         if not path.is_file():
-            self.diagnostics.append(Diagnostic(Pos(str(path), 1, 0), "file not found"))
+            what = "is a directory, not a Lean file" if path.is_dir() else "file not found"
+            self.diagnostics.append(Diagnostic(Pos(str(path), 1, 0), what))
             return
         self._load(path, self._display(path), str(path.resolve()), [], root=path.parent)
 
@@ -66,7 +67,19 @@ class Program:
         if any(str(p.resolve()) == key for p in self.modules):
             return
         t0 = time.perf_counter()
-        text = path.read_text(encoding="utf-8")
+        try:
+            raw = path.read_bytes()
+            text = raw.decode("utf-8")
+        except OSError as err:
+            self.diagnostics.append(Diagnostic(Pos(shown, 1, 0), f"cannot read: {err.strerror}"))
+            return
+        except UnicodeDecodeError as err:
+            line = raw.count(b"\n", 0, err.start) + 1
+            col = err.start - (raw.rfind(b"\n", 0, err.start) + 1)
+            self.diagnostics.append(Diagnostic(Pos(shown, line, col),
+                                               f"not UTF-8 text (byte 0x{raw[err.start]:02x}); "
+                                               f"Lean source files are UTF-8"))
+            return
         try:
             mod = Parser(text, shown).module()
         except LeanError as err:
