@@ -240,3 +240,11 @@ def test_unreadable_sources_are_located_errors(tmp_path):
     assert (d.pos.line, d.pos.col) == (2, 6) and "not UTF-8" in d.message
     (d,) = check_files(tmp_path)
     assert "is a directory" in d.message
+
+
+def test_deeply_nested_source_is_an_error_not_a_crash(tmp_path):
+    from pytyr.lean import check_files
+    f = tmp_path / "Deep.lean"
+    f.write_text("def f := " + "(" * 5000 + "1" + ")" * 5000 + "\n")
+    (d,) = check_files(f)
+    assert "nested too deeply" in d.message

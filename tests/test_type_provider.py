@@ -120,3 +120,31 @@ def test_a_checkpoint_changed_after_checking_is_reported(ckpt):
     with pytest.raises(ExecError) as e:
         module_from_graph(g)
     assert "holds 'w' with shape [3, 2]" in str(e.value) and "[2, 2]" in str(e.value)
+
+
+def test_using_one_list_element_keeps_the_list_whole(ckpt):
+    from pytyr.pipeline import graph_from_lean
+
+    save_file({"a.0.w": torch.zeros(2, 2), "a.1.w": torch.ones(2, 2), "b": torch.zeros(2)},
+              str(ckpt / "l.safetensors"))
+    f = ckpt / "L.lean"
+    f.write_text("import Tyr\nopen torch\nsafetensors_type_provider \"l.safetensors\" as C\n"
+                 "@[model] def m (x : T #[1, 2]) : T #[1, 2] := linear x C.a[1].w\n")
+    g = graph_from_lean(f, "m", {})
+    assert [p.path for p in g.params] == ["C.a.0.w", "C.a.1.w"]
+
+
+def test_a_model_checked_against_a_snapshot_cannot_run_without_weights(ckpt):
+    from pytyr.errors import ExecError
+    from pytyr.pipeline import graph_from_lean, module_from_graph
+
+    snap = {"format": "tyr.safetensors.schema", "version": 1, "metadata": {},
+            "tensors": {"w": {"dtype": "F32", "shape": [2, 2], "file": None}}}
+    (ckpt / "s.schema.json").write_text(json.dumps(snap))
+    f = ckpt / "S.lean"
+    f.write_text("import Tyr\nopen torch\nsafetensors_type_provider \"s.schema.json\" as S\n"
+                 "@[model] def m (x : T #[1, 2]) : T #[1, 2] := linear x S.w\n")
+    g = graph_from_lean(f, "m", {})
+    with pytest.raises(ExecError) as e:
+        module_from_graph(g)
+    assert "schema snapshot" in str(e.value) and "no weights" in str(e.value)

@@ -70,6 +70,10 @@ def _from_checkpoint(param: Param, shape: tuple[int, ...], dtype: torch.dtype) -
     from pytyr.safetensors import open_checkpoint
 
     file, key = param.init["file"], param.init["key"]
+    if file.endswith(".schema.json"):
+        raise ExecError(f"parameter {param.path!r} comes from the schema snapshot {file}, which "
+                        f"holds shapes but no weights; point the type provider at the "
+                        f"checkpoint itself to run the model")
     try:
         with open_checkpoint(file) as ck:
             if key not in ck:

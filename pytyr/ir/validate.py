@@ -12,6 +12,7 @@ in production is read from the Lean library (`Tyr/*.lean`) by the checker.
 from __future__ import annotations
 
 import json
+import os
 import math
 import re
 from typing import Any, Protocol, runtime_checkable
@@ -229,7 +230,10 @@ class _Checker:
         for key in INIT_KINDS[kind]:
             x = value.get(key)
             if key in INIT_STRING_FIELDS:
-                if isinstance(x, str) and x and len(x) <= 4096:
+                if key == "file" and isinstance(x, str) and not os.path.isabs(x):
+                    self.add(f"{where}: init {kind!r} needs an absolute 'file' path, got {_show(x)}")
+                    out["bad"] = True
+                elif isinstance(x, str) and x and len(x) <= 4096:
                     out[key] = x
                 else:
                     self.add(f"{where}: init {kind!r} needs {key!r} to be a non-empty string, "

@@ -55,9 +55,22 @@ class GraphBuilder:
                                          for f in sinfo.fields))
 
     def prune_checkpoint_params(self, outputs: list[Output]) -> None:
+        """Drop the checkpoint's tensors the model does not use, but keep whole lists whose
+        elements it uses (`C.a.1.w` keeps `C.a.0.*` too): list paths stay 0…n-1."""
         used = {r for n in self.nodes for r in n.inputs} | {o.ref for o in outputs}
-        self.params = [p for p in self.params
-                       if p.init.get("kind") != "checkpoint" or p.path in used]
+        lists = set()
+        for path in used:
+            parts = path.split(".")
+            lists |= {".".join(parts[:i]) for i, seg in enumerate(parts) if seg.isdigit()}
+
+        def keep(p: Param) -> bool:
+            if p.init.get("kind") != "checkpoint" or p.path in used:
+                return True
+            parts = p.path.split(".")
+            return any(seg.isdigit() and ".".join(parts[:i]) in lists
+                       for i, seg in enumerate(parts))
+
+        self.params = [p for p in self.params if keep(p)]
 
     def emit(self, el: Elaborator, info: DefInfo, values: list[Term], res: Term, pos: Pos) -> TensorV:
         assert info.op is not None

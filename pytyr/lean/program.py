@@ -86,7 +86,21 @@ class Program:
             self.diagnostics.extend(err.diagnostics)
             self.modules[path] = S.Module(shown, [], [])
             return
+        except RecursionError:
+            self.diagnostics.append(Diagnostic(Pos(shown, 1, 0), "the source is nested too deeply "
+                                               "for the checker's parser"))
+            self.modules[path] = S.Module(shown, [], [])
+            return
         self.modules[path] = mod
+        self._imports(mod, key, stack, root)
+        try:
+            self._elaborate(mod)
+        except RecursionError:
+            self.diagnostics.append(Diagnostic(Pos(shown, 1, 0), "terms are nested too deeply "
+                                               "for the checker; split them with `let`"))
+        self.timings[shown] = time.perf_counter() - t0
+
+    def _imports(self, mod: S.Module, key: str, stack: list[str], root: Path) -> None:
         for imp in mod.imports:
             if imp.module.startswith(NATIVE_MODULE_PREFIX) or imp.module == "Tyr":
                 self.elab.meta_imported = True
@@ -104,8 +118,6 @@ class Program:
                 continue
             sub_root = tyr_root() if imp.module.split(".")[0] == "Tyr" else root
             self._load(target, self._display(target), str(target.resolve()), stack + [key], sub_root)
-        self._elaborate(mod)
-        self.timings[shown] = time.perf_counter() - t0
 
     def _elaborate(self, mod: S.Module) -> None:
         el = self.elab
