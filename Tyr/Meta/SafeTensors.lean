@@ -23,7 +23,10 @@ named subtree of the dotted tensor names, and the constant `Bert`:
 * A tensor field is `torch.T #[d₀, …]` (float dtypes) or `torch.IT #[…]` (integer, `BOOL`), a
   list field `Vector τ n`; fields are named by the segments (`Bert.«lm-head»`).
 * Every structure derives `Inhabited` and `torch.TensorStruct` (whose paths are the tensor
-  names); `def Bert : Bert.Schema := default`: only its type matters to a model.
+  names). `def Bert : Bert.Schema` holds, for each float tensor, the parameter
+  `torch.param (.checkpoint "FILE" "NAME")` (`FILE` the checkpoint path made absolute by
+  `IO.FS.realPath`, `NAME` the full tensor name), as the Python checker instantiates it;
+  integer tensors are `default`.
 
 Errors name the file and the tensor (a gap or uneven items in a list, indices mixed with names,
 a tensor that is also a prefix, an unknown dtype, a field named `mk`, `rec`, … or a subtree
@@ -264,14 +267,22 @@ def resolvePath (rel : String) : CommandElabM FilePath := do
   throwError (m!"safetensors_type_provider: checkpoint '{rel}' not found " ++
     m!"(looked beside {file} and in the current directory)")
 
+/-- The shape `#[d₀, …]` of a tensor, as a term. -/
+def shapeTerm (shape : Array Nat) : CommandElabM Term := do
+  let dims : Array Term := shape.map fun d => ⟨(Syntax.mkNumLit (toString d)).raw⟩
+  `(#[$dims,*])
+
+/-- The type of a tensor: `torch.T #[…]` for a float dtype, `torch.IT #[…]` otherwise. -/
+def leafType (s : Spec) : CommandElabM Term := do
+  let fam := mkCIdent (if isFloat? s.dtype == some true then ``torch.T else ``torch.IT)
+  let shape ← shapeTerm s.shape
+  `($fam:ident $shape)
+
 /-- Declare the structures of `t` at the named path `np` under `root`, children first, and
 return the type of a value shaped like `t`. `ns` is the current namespace. -/
 partial def declare (ns root np : Name) (t : Tree) : CommandElabM Term := do
   match t with
-  | .leaf s =>
-    let dims : Array Term := s.shape.map fun d => ⟨(Syntax.mkNumLit (toString d)).raw⟩
-    let fam := mkCIdent (if isFloat? s.dtype == some true then ``torch.T else ``torch.IT)
-    `($fam:ident #[$dims,*])
+  | .leaf s => leafType s
   | .list items =>
     let elem ← declare ns root np items[0]!
     `(Vector $elem $(quote items.size))
@@ -288,6 +299,31 @@ partial def declare (ns root np : Name) (t : Tree) : CommandElabM Term := do
       throwError "safetensors_type_provider: could not declare the structure '{tyName}'"
     return ⟨(mkCIdent (ns ++ tyName)).raw⟩
 
+/-- The value of `t` (declared by `declare` at the same `ns`, `root`, `np`): a float tensor is
+`torch.param (s := #[…]) (torch.Init.checkpoint "file" "name")`, an integer one
+`(default : torch.IT #[…])`, a list `#v[item₀, …]`, a structure `S.mk field₀ …`. Every term
+carries its own type, so none needs an expected type. -/
+partial def valueOf (ns root np : Name) (file : String) (t : Tree) : CommandElabM Term := do
+  match t with
+  | .leaf s =>
+    if isFloat? s.dtype == some true then
+      let paramId := mkCIdent ``torch.param
+      let ckptId := mkCIdent ``torch.Init.checkpoint
+      let shape ← shapeTerm s.shape
+      let fileLit : Term := ⟨(Syntax.mkStrLit file).raw⟩
+      let keyLit : Term := ⟨(Syntax.mkStrLit s.name).raw⟩
+      `($paramId:ident (s := $shape) ($ckptId:ident $fileLit $keyLit))
+    else
+      let ty ← leafType s
+      `((default : $ty))
+  | .list items =>
+    let elems ← items.mapM (valueOf ns root np file)
+    `(#v[$elems,*])
+  | .node kids =>
+    let args ← kids.mapM fun (k, sub) => valueOf ns root (np.str k) file sub
+    let ctor := mkCIdent (ns ++ root ++ np ++ `Schema ++ `mk)
+    `($ctor:ident $args*)
+
 /-- `safetensors_type_provider "path" as Name` declares `Name.Schema` (and one structure per
 named subtree, `Name.a.b.Schema`) from the header of the checkpoint at `path`, and
 `Name : Name.Schema`. See the module documentation of `Tyr.Meta.SafeTensors`. -/
@@ -301,7 +337,11 @@ def elabTypeProvider : CommandElab := fun stx => do
   let nameId : Ident := ⟨stx[3]⟩
   let path ← resolvePath rel
   let tree ← ofExcept path (buildTree (← readSpecs path))
-  let rootTy ← declare (← getCurrNamespace) nameId.getId .anonymous tree
-  elabCommand (← `(command| def $nameId:ident : $rootTy := default))
+  let ns ← getCurrNamespace
+  let rootTy ← declare ns nameId.getId .anonymous tree
+  -- The checkpoint as the Python checker names it (`Path.resolve()`): absolute, no symlinks.
+  let file := (← IO.FS.realPath path).toString
+  let value ← valueOf ns nameId.getId .anonymous file tree
+  elabCommand (← `(command| def $nameId:ident : $rootTy := $value))
 
 end torch.SafeTensors

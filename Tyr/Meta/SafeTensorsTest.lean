@@ -6,7 +6,8 @@ import Tyr.Meta.SafeTensors
 Nothing imports this module; `lake build` compiles it (the `Tyr` library globs `Tyr.*`), so a
 broken provider fails the build. The checkpoint is the snapshot `fixtures/tiny.schema.json`
 (beside this file): two layers, each with a nested list of two experts, float tensors of three
-dtypes, an integer tensor, a scalar and a segment (`lm-head`) that is not an identifier.
+dtypes, an integer tensor, a scalar and a segment (`lm-head`) that is not an identifier. The
+value `Tiny` holds the checkpoint parameters the Python checker would instantiate.
 -/
 
 namespace torch.SafeTensorsTest
@@ -36,6 +37,27 @@ example : T #[] := Tiny.scale
   ["embed.weight", "layers.0.attn.w_q", "layers.0.experts.0.w", "layers.0.experts.1.w",
     "layers.0.ln.bias", "layers.1.attn.w_q", "layers.1.experts.0.w", "layers.1.experts.1.w",
     "layers.1.ln.bias", "lm-head.weight", "scale"]
+
+/-- The checkpoint file and tensor name of a parameter loaded from a checkpoint. -/
+def checkpointOf? : torch.Node → Option (String × String)
+  | .param (.checkpoint file key) _ _ => some (file, key)
+  | _ => none
+
+-- The value `Tiny`: each float tensor is `torch.param (.checkpoint FILE NAME)` of its shape,
+-- `NAME` its full tensor name (its `TensorStruct` path), `FILE` the snapshot's absolute path.
+#guard (checkpointOf? Tiny.layers[1].experts[0].w.node).map (·.2) == some "layers.1.experts.0.w"
+#guard (checkpointOf? Tiny.«lm-head».weight.node).map (·.2) == some "lm-head.weight"
+#guard (match checkpointOf? Tiny.scale.node with
+  | some (file, _) => (System.FilePath.mk file).isAbsolute &&
+      (System.FilePath.mk file).fileName == some "tiny.schema.json"
+  | none => false)
+#guard TensorStruct.foldWithPath (fun (acc : Bool) path {s} t => acc && (match t.node with
+    | .param (.checkpoint _ key) shape .f32 => key == path && shape == s
+    | _ => false)) true Tiny
+-- Integer tensors are data, not parameters: they stay `default`.
+#guard (match Tiny.position_ids.node with
+  | .param _ _ _ => false
+  | _ => true)
 
 open torch.SafeTensors
 
