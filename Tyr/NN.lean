@@ -25,6 +25,28 @@ def layerNorm3 {b t n : Nat} (x : T #[b, t, n]) (w : T #[n]) (bias : T #[n])
     (eps : Float := 1e-5) : T #[b, t, n] :=
   prim "layer_norm3" [x.node, w.node, bias.node] [.float "eps" eps]
 
+/-- RMS normalisation of every position of a batch of sequences over the last dimension,
+without a gain (nanochat's `norm`): `x / √(mean (x²) + eps)`. -/
+def rmsNorm3 {b t n : Nat} (x : T #[b, t, n]) (eps : Float := 1e-6) : T #[b, t, n] :=
+  prim "rms_norm3" [x.node] [.float "eps" eps]
+
+/-- RMS normalisation over the head dimension of a batch of heads, without a gain (QK-norm):
+`x / √(mean (x²) + eps)` for each head and position. -/
+def rmsNorm4 {b h t d : Nat} (x : T #[b, h, t, d]) (eps : Float := 1e-6) : T #[b, h, t, d] :=
+  prim "rms_norm4" [x.node] [.float "eps" eps]
+
+/-- Rotary position embedding over the head dimension, written `2 * k` so that its evenness is
+part of the type (a head of odd width cannot be typed). Position `p` (`0 … t-1`) and frequency
+`ωᵢ = base ^ (-i / k)` (`i < k`) give the angle `θ = p ωᵢ`; the halves `x₁ = x[…, :k]` and
+`x₂ = x[…, k:]` ("rotate half", as nanochat and GPT-NeoX pair them) are rotated as
+`y₁ = x₁ cos θ + x₂ sin θ`, `y₂ = x₂ cos θ - x₁ sin θ` (nanochat's sign convention: each pair
+`(x₁ᵢ, x₂ᵢ)` turned by `-θ`; the scores `q·k` depend only on the difference of positions either
+way). As with `splitHeads`, the width must be *written* as a product (a config's
+`2 * half_dim`); for a literal width give the half: `rotary (k := 8) x` on `T #[2, 4, 8, 16]`. -/
+def rotary {b h t k : Nat} (x : T #[b, h, t, 2 * k]) (base : Float := 10000.0) :
+    T #[b, h, t, 2 * k] :=
+  prim "rotary" [x.node] [.float "base" base]
+
 /-- Split the width `h * d` into `h` heads of size `d`. The width must be *written* as a
 product (a config's `n_head * head_dim`), so a width not divisible by the heads cannot be
 typed at all. -/

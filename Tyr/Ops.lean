@@ -67,6 +67,16 @@ def gelu {s : Shape} (x : T s) : T s :=
 def tanh {s : Shape} (x : T s) : T s :=
   prim "tanh" [x.node]
 
+/-- ReLU squared, `(max x 0)²`, elementwise (the MLP activation of nanochat and
+modded-nanogpt). -/
+def relu2 {s : Shape} (x : T s) : T s :=
+  prim "relu2" [x.node]
+
+/-- Soft-capping `cap * tanh (x / cap)`, elementwise: squashes `x` smoothly into
+`(-cap, cap)` (logit soft-capping). `cap` must be positive. -/
+def softcap {s : Shape} (x : T s) (cap : Float) : T s :=
+  prim "softcap" [x.node] [.float "cap" cap]
+
 /-- Softmax over the last dimension. -/
 def softmax {s : Shape} (x : T s) : T s :=
   prim "softmax" [x.node]

@@ -35,6 +35,22 @@ def _ce(logits, t):
     return (torch.logsumexp(logits, dim=-1) - picked).mean()
 
 
+def _rms(x, eps):
+    return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps)
+
+
+def _rotary(x, base):
+    # hand-written rotate-half: pair (x[..., i], x[..., k + i]) at position p is turned by
+    # -p·base^(-i/k): y_i = x_i cos + x_{k+i} sin, y_{k+i} = x_{k+i} cos - x_i sin
+    t, k = x.shape[-2], x.shape[-1] // 2
+    angle = [[p * base ** (-i / k) for i in range(k)] for p in range(t)]
+    cos = torch.tensor([[math.cos(a) for a in row] for row in angle])
+    sin = torch.tensor([[math.sin(a) for a in row] for row in angle])
+    first = [x[..., i] * cos[:, i] + x[..., k + i] * sin[:, i] for i in range(k)]
+    second = [x[..., k + i] * cos[:, i] - x[..., i] * sin[:, i] for i in range(k)]
+    return torch.stack(first + second, dim=-1)
+
+
 # op: (inputs as (shape, dtype), attrs, output shape, reference written without the op)
 CASES = {
     "linear": ([([4, 3], "f32"), ([5, 3], "f32")], {}, [4, 5], lambda x, w: x @ w.t()),
@@ -83,10 +99,16 @@ CASES = {
     "causal_attention": ([([1, 2, 4, 3], "f32")] * 3, {"p": 0.0}, [1, 2, 4, 3], _causal),
     "cross_entropy2": ([([2, 3, 5], "f32"), ([2, 3], "i64")], {}, [],
                        lambda z, t: _ce(z.reshape(6, 5), t.reshape(6))),
+    "relu2": ([([3, 4], "f32")], {}, [3, 4], lambda x: torch.where(x > 0, x * x, torch.zeros_like(x))),
+    "softcap": ([([3, 4], "f32")], {"cap": 0.5}, [3, 4],
+                lambda x: 0.5 * (torch.exp(4 * x) - 1) / (torch.exp(4 * x) + 1)),
+    "rms_norm3": ([([2, 3, 6], "f32")], {"eps": 1e-6}, [2, 3, 6], lambda x: _rms(x, 1e-6)),
+    "rms_norm4": ([([2, 2, 3, 4], "f32")], {"eps": 1e-2}, [2, 2, 3, 4], lambda x: _rms(x, 1e-2)),
+    "rotary": ([([2, 2, 5, 6], "f32")], {"base": 100.0}, [2, 2, 5, 6], lambda x: _rotary(x, 100.0)),
 }
 # Implicit arguments the validator cannot invert from closed shapes (`h * d`, `3 * d`).
 IMPLICIT = {"split_heads": {"b": 2, "t": 3, "h": 2, "d": 3}, "merge_heads": {"b": 2, "h": 2, "t": 3, "d": 3},
-            "third": {"b": 2, "t": 3, "d": 2}}
+            "third": {"b": 2, "t": 3, "d": 2}, "rotary": {"b": 2, "h": 2, "t": 5, "k": 3}}
 
 
 def test_cases_cover_the_op_table():
@@ -119,6 +141,25 @@ def test_op_forward_and_backward(op, signatures):
     want = torch.autograd.grad((expected * cotangent).sum(), float_args)
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b, **TOL)
+
+
+def test_rotary_is_relative_and_norm_preserving(signatures):
+    # q·k after rotary depends only on the distance of the positions; position 0 is untouched
+    g = GraphBuilder("rope")
+    x = g.input("x", [1, 1, 6, 8])
+    g.output("y", g.node("rotary", [x], [1, 1, 6, 8], implicit={"b": 1, "h": 1, "t": 6, "k": 4},
+                         base=10000.0))
+    module = build_module(load_graph(g.build(), signatures))
+    gen = torch.Generator().manual_seed(1)
+    q, k = torch.randn(8, generator=gen), torch.randn(8, generator=gen)
+    (rq,) = module(q.expand(1, 1, 6, 8).contiguous())
+    (rk,) = module(k.expand(1, 1, 6, 8).contiguous())
+    rq, rk = rq[0, 0], rk[0, 0]
+    torch.testing.assert_close(rq[0], q, rtol=0, atol=0)
+    torch.testing.assert_close(rq.norm(dim=-1), q.norm().expand(6), rtol=1e-5, atol=1e-5)
+    for d in range(3):
+        scores = torch.stack([rq[p + d] @ rk[p] for p in range(6 - d)])
+        torch.testing.assert_close(scores, scores[0].expand_as(scores), rtol=1e-5, atol=1e-5)
 
 
 def _param_graph(signatures, paths, init=None):

@@ -136,6 +136,26 @@ CASES = [
      "def f (z : T #[2, 8, 65]) (y : IT #[2, 8]) : T #[] := crossEntropy2 z y",
      "def f (z : T #[2, 8, 65]) (y : IT #[8, 2]) : T #[] := crossEntropy2 z y",
      ["argument 'target' of 'crossEntropy2'", "IT #[8, 2]", "IT #[2, 8]"]),
+    ("relu2",
+     "def f (x : T #[2, 3]) : T #[2, 3] := relu2 x",
+     "def f (x : T #[2, 3]) : T #[3, 2] := relu2 x",
+     ["relu2", "T #[2, 3]", "T #[3, 2]"]),
+    ("softcap",
+     "def f (x : T #[2, 3]) : T #[2, 3] := softcap x 15.0",
+     "def f (x y : T #[2, 3]) : T #[2, 3] := softcap x y",
+     ["argument 'cap' of 'softcap'", "T #[2, 3]", "Float"]),
+    ("rmsNorm3",
+     "def f (x : T #[2, 8, 4]) : T #[2, 8, 4] := rmsNorm3 x (eps := 1e-5)",
+     "def f (x : T #[2, 8, 4]) : T #[2, 4, 8] := rmsNorm3 x",
+     ["rmsNorm3", "T #[2, 8, 4]", "T #[2, 4, 8]"]),
+    ("rmsNorm4",
+     "def f (x : T #[2, 4, 8, 16]) : T #[2, 4, 8, 16] := rmsNorm4 x",
+     "def f (x : T #[2, 8, 16]) : T #[2, 8, 16] := rmsNorm4 x",
+     ["argument 'x' of 'rmsNorm4'", "T #[2, 8, 16]", "T #[?b, ?h, ?t, ?d]"]),
+    ("rotary",
+     "def f (k : Nat) (x : T #[2, 4, 8, 2 * k]) : T #[2, 4, 8, 2 * k] := rotary x (base := 500.0)",
+     "def f (k : Nat) (x : T #[2, 4, 8, k]) : T #[2, 4, 8, k] := rotary x",
+     ["argument 'x' of 'rotary'", "T #[2, 4, 8, k]", "T #[?b, ?h, ?t, 2 * ?k]"]),
 ]
 
 
@@ -158,3 +178,16 @@ def test_every_op_of_the_library_has_a_case():
     from pytyr.lean import library
     declared = {info.name.removeprefix("torch.") for info in library().ops().values()}
     assert declared == {c[0] for c in CASES}
+
+
+@pytest.mark.parametrize("src,ok", [
+    # the head width is written `2 * k`: a literal width needs its half given, as for `third`
+    ("def f (x : T #[2, 4, 8, 16]) : T #[2, 4, 8, 16] := rotary (k := 8) x", True),
+    ("def f (x : T #[2, 4, 8, 16]) : T #[2, 4, 8, 16] := rotary x", False),
+    # the nanochat pattern: split heads of width `2 * k`, rotate, merge
+    ("def f (h k : Nat) (x : T #[2, 8, h * (2 * k)]) : T #[2, 8, h * (2 * k)] :=\n"
+     "  mergeHeads (rotary (rmsNorm4 (splitHeads x)))", True),
+])
+def test_rotary_evenness_is_in_the_type(tmp_path, src, ok):
+    diags = check_src(tmp_path, src)
+    assert (diags == []) == ok, diags

@@ -5,7 +5,8 @@ has been validated, so a lowering only emits the call. Each lowering receives th
 context (the fx graph and its `training` flag input), the fx values of its inputs, the node's
 attrs, its input types and its output type, and returns the fx value of the result. The
 emitted targets are the torch functions themselves, so the generated `forward` is
-straight-line torch code with nothing interpreted per step.
+straight-line torch code with nothing interpreted per step (`rotary` also calls
+`rotary_tables`, which returns its cos/sin constants from a cache).
 """
 from __future__ import annotations
 
@@ -78,6 +79,59 @@ def _dropout(cx: Lower, args, attrs, types, out) -> fx.Node:
     return cx.g.call_function(F.dropout, (args[0],), {"p": float(attrs["p"]), "training": cx.training})
 
 
+def _rms_norm(cx: Lower, args, attrs, types, out) -> fx.Node:
+    # x: [..., n] -> x / sqrt(mean(x², -1) + eps): [..., n], without a gain
+    n = types[0].shape[-1]
+    return cx.g.call_function(F.rms_norm, (args[0], (n,)), {"eps": float(attrs["eps"])})
+
+
+def _relu2(cx: Lower, args, attrs, types, out) -> fx.Node:
+    # x: [*s] -> relu(x)²: [*s]
+    return cx.g.call_function(torch.square, (cx.g.call_function(F.relu, (args[0],)),))
+
+
+def _softcap(cx: Lower, args, attrs, types, out) -> fx.Node:
+    # x: [*s] -> cap * tanh(x / cap): [*s]
+    cap = float(attrs["cap"])
+    scaled = cx.g.call_function(operator.truediv, (args[0], cap))
+    return cx.g.call_function(operator.mul, (cx.g.call_function(torch.tanh, (scaled,)), cap))
+
+
+_ROTARY_TABLES: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def rotary_tables(x: torch.Tensor, base: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos θ and sin θ, [t, k] each in the dtype and on the device of `x`: [b, h, t, 2k],
+    with θ[p, i] = p · base^(-i/k). Computed in float64 on the CPU, then cached per
+    (t, k, base, dtype, device): constants, not part of the autograd graph."""
+    t, k = x.shape[-2], x.shape[-1] // 2
+    key = (t, k, base, x.dtype, x.device)
+    tables = _ROTARY_TABLES.get(key)
+    if tables is None:
+        freq = base ** (-torch.arange(k, dtype=torch.float64) / k)
+        theta = torch.outer(torch.arange(t, dtype=torch.float64), freq)
+        tables = (theta.cos().to(x.device, x.dtype), theta.sin().to(x.device, x.dtype))
+        _ROTARY_TABLES[key] = tables
+    return tables
+
+
+def _rotary(cx: Lower, args, attrs, types, out) -> fx.Node:
+    # x: [b, h, t, 2k] -> cat(x1 cos + x2 sin, x2 cos - x1 sin): [b, h, t, 2k], with
+    # x1 = x[..., :k], x2 = x[..., k:] ("rotate half") and cos, sin: [t, k] broadcast
+    x = args[0]
+    k = types[0].shape[-1] // 2
+    tables = cx.g.call_function(rotary_tables, (x, float(attrs["base"])))
+    cos = cx.g.call_function(operator.getitem, (tables, 0))
+    sin = cx.g.call_function(operator.getitem, (tables, 1))
+    halves = cx.g.call_function(torch.split, (x, k, -1))
+    x1 = cx.g.call_function(operator.getitem, (halves, 0))
+    x2 = cx.g.call_function(operator.getitem, (halves, 1))
+    mul, add, sub = operator.mul, operator.add, operator.sub
+    y1 = cx.g.call_function(add, (cx.g.call_function(mul, (x1, cos)), cx.g.call_function(mul, (x2, sin))))
+    y2 = cx.g.call_function(sub, (cx.g.call_function(mul, (x2, cos)), cx.g.call_function(mul, (x1, sin))))
+    return cx.g.call_function(torch.cat, ([y1, y2], -1))
+
+
 def _split_heads(cx: Lower, args, attrs, types, out) -> fx.Node:
     # x: [b, t, h*d] -> [b, t, h, d] -> [b, h, t, d]
     b, h, t, d = out.shape
@@ -127,6 +181,9 @@ OPS: dict[str, Lowering] = {
     "relu": _call(F.relu),
     "gelu": _call(F.gelu),
     "tanh": _call(torch.tanh),
+    # relu2: relu(x)²;  softcap: cap * tanh(x / cap)
+    "relu2": _relu2,
+    "softcap": _softcap,
     "dropout": _dropout,
     # [*s, n] -> [*s, n], normalised over the last dimension
     "softmax": _call(F.softmax, dim=-1),
@@ -144,8 +201,12 @@ OPS: dict[str, Lowering] = {
     "embedding2": _call(F.embedding),
     "layer_norm": _layer_norm,
     "layer_norm3": _layer_norm,
+    # x: [b, t, n] or [b, h, t, d] -> the same, RMS-normalised over the last dim, no gain
+    "rms_norm3": _rms_norm,
+    "rms_norm4": _rms_norm,
     "split_heads": _split_heads,
     "merge_heads": _merge_heads,
+    "rotary": _rotary,
     "causal_attention": _causal_attention,
     # logits: [b, c], target: i64[b] -> [] (mean over the batch)
     "cross_entropy": _call(F.cross_entropy),
