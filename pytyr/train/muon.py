@@ -1,0 +1,214 @@
+"""Muon for hidden matrices, AdamW for the rest (the nanochat / modded-nanogpt split).
+
+Muon ("MomentUm Orthogonalized by Newton-Schulz") is SGD with momentum whose update for
+each weight matrix is replaced by an approximation of its orthogonal polar factor: for an
+update `G = U S Vᵀ` (reduced SVD) it steps along roughly `U Vᵀ`, so every direction of the
+matrix moves by about the same amount however skewed the gradient's spectrum is.
+
+Choices made here (each documented where it is implemented):
+
+- Momentum is classic heavy ball, `buf ← μ·buf + g`; with `nesterov` (the default) the
+  update is `g + μ·buf`, else `buf`. (The exponential-average form `buf ← lerp(buf, g, 1-μ)`
+  seen elsewhere differs from this one by the constant factor `1 - μ` only, which the
+  orthogonalisation removes.)
+- The orthogonalisation runs `ns_steps` (5) iterations of the quintic Newton-Schulz map
+  `X ← a X + (b A + c A²) X`, `A = X Xᵀ`, with the published coefficients
+  `(a, b, c) = (3.4445, -4.7750, 2.0315)`, after scaling `X` by its Frobenius norm (which
+  bounds the spectral norm by 1). These coefficients trade exactness for speed: they do not
+  converge to 1 but push every singular value that is not tiny into a band of about
+  `[0.68, 1.21]` (the polynomial's attracting interval), which is all Muon needs. The
+  iteration works on the wide orientation (`rows <= cols`, transposing if needed) so that
+  `A` is the smaller Gram matrix. It runs in float32 by default; `ns_dtype="bfloat16"` is the
+  usual faster choice on GPUs.
+- The orthogonalised update of a `rows × cols` matrix is scaled by `max(1, rows/cols)^0.5`
+  (as in the common implementation), so tall matrices (e.g. an MLP's up projection,
+  `[4d, d]`) take proportionally larger steps. Rank > 2 tensors are treated as
+  `[shape[0], prod(rest)]`.
+- Weight decay is decoupled (`p ← p·(1 - lr·wd)`), applied before the update, default 0.
+
+Muon is for hidden matrices only: embeddings, the output head, and 1-D or scalar
+parameters (gains, biases) go to AdamW. `hybrid_param_groups` does that routing by
+parameter path and `make_optimizers` builds the two optimizers. Everything is deterministic:
+no randomness, and the same operations in the same order on every step.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+NS_COEFFS = (3.4445, -4.7750, 2.0315)
+NS_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64}
+# Parameter path segments that name the embeddings and the output head (AdamW, not Muon).
+DEFAULT_EMBEDDING_NAMES = ("wte", "wpe")
+DEFAULT_HEAD_NAMES = ("lm_head",)
+
+
+def newton_schulz(g: torch.Tensor, steps: int = 5, eps: float = 1e-7,
+                  dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """An approximate orthogonal polar factor of the matrix (or batch of matrices) `g`:
+    `U S' Vᵀ` for `g = U S Vᵀ`, with the singular values `S'` in about `[0.68, 1.21]` after
+    5 steps (those of `g` below ~1e-2 of its Frobenius norm may need more steps).
+    Returned in `g`'s dtype."""
+    if g.ndim < 2:
+        raise ValueError(f"newton_schulz: expected a matrix, got shape {list(g.shape)}")
+    if not (isinstance(steps, int) and steps >= 1):
+        raise ValueError(f"newton_schulz: steps must be a positive integer, got {steps!r}")
+    a, b, c = NS_COEFFS
+    x = g.to(dtype)
+    tall = x.size(-2) > x.size(-1)
+    if tall:
+        x = x.mT
+    x = x / (x.norm(dim=(-2, -1), keepdim=True) + eps)
+    for _ in range(steps):
+        gram = x @ x.mT
+        x = a * x + (b * gram + c * (gram @ gram)) @ x
+    if tall:
+        x = x.mT
+    return x.to(g.dtype)
+
+
+class Muon(torch.optim.Optimizer):
+    """Momentum SGD with Newton-Schulz-orthogonalised updates, for parameters of rank >= 2.
+
+    Per step and parameter `p` with gradient `g` (see the module doc for the choices):
+    `buf ← μ buf + g`; `u = g + μ buf` (nesterov) or `buf`; `o = newton_schulz(u)`;
+    `p ← p (1 - lr wd) - lr · max(1, rows/cols)^0.5 · o`.
+    State per parameter: `momentum_buffer`.
+    """
+
+    def __init__(self, params: Iterable[Any], lr: float = 0.02, momentum: float = 0.95,
+                 nesterov: bool = True, ns_steps: int = 5, weight_decay: float = 0.0,
+                 ns_dtype: str = "float32"):
+        if not (isinstance(lr, (int, float)) and lr > 0):
+            raise ValueError(f"Muon: lr must be positive, got {lr!r}")
+        if not (0.0 <= momentum < 1.0):
+            raise ValueError(f"Muon: momentum must be in [0, 1), got {momentum!r}")
+        if not (isinstance(ns_steps, int) and ns_steps >= 1):
+            raise ValueError(f"Muon: ns_steps must be a positive integer, got {ns_steps!r}")
+        if not weight_decay >= 0.0:
+            raise ValueError(f"Muon: weight_decay must be >= 0, got {weight_decay!r}")
+        if ns_dtype not in NS_DTYPES:
+            raise ValueError(f"Muon: ns_dtype must be one of {', '.join(NS_DTYPES)}, got {ns_dtype!r}")
+        defaults = dict(lr=lr, momentum=momentum, nesterov=nesterov, ns_steps=ns_steps,
+                        weight_decay=weight_decay, ns_dtype=ns_dtype)
+        super().__init__(params, defaults)
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.ndim < 2:
+                    raise ValueError(f"Muon: parameters must have rank >= 2 (matrices); got shape "
+                                     f"{list(p.shape)}: give vectors and scalars to AdamW")
+
+    @torch.no_grad()
+    def step(self, closure=None):  # type: ignore[override]
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            lr, mu, wd = group["lr"], group["momentum"], group["weight_decay"]
+            dtype = NS_DTYPES[group["ns_dtype"]]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad
+                state = self.state[p]
+                if "momentum_buffer" not in state:
+                    state["momentum_buffer"] = torch.zeros_like(p)
+                buf = state["momentum_buffer"]
+                buf.mul_(mu).add_(g)
+                update = g.add(buf, alpha=mu) if group["nesterov"] else buf
+                matrix = update.reshape(update.size(0), -1)
+                ortho = newton_schulz(matrix, group["ns_steps"], dtype=dtype)
+                rows, cols = matrix.shape
+                scale = max(1.0, rows / cols) ** 0.5
+                if wd:
+                    p.mul_(1.0 - lr * wd)
+                p.add_(ortho.view_as(p), alpha=-lr * scale)
+        return loss
+
+
+def _matches(path: str, names: Sequence[str]) -> bool:
+    """True if one of the dot-separated segments of `path` is in `names`
+    (`wte`, `transformer.wte.weight`; not `wte_gain`)."""
+    return any(seg in names for seg in path.split("."))
+
+
+def hybrid_param_groups(module: nn.Module, *, embedding_names: Sequence[str] = DEFAULT_EMBEDDING_NAMES,
+                        head_names: Sequence[str] = DEFAULT_HEAD_NAMES, muon_lr: float = 0.02,
+                        embedding_lr: float = 0.2, head_lr: float = 0.004, scalar_lr: float = 0.02,
+                        muon_weight_decay: float = 0.0, embedding_weight_decay: float = 0.0,
+                        head_weight_decay: float = 0.0, scalar_weight_decay: float = 0.0,
+                        ) -> dict[str, list[dict[str, Any]]]:
+    """Route `module`'s trainable parameters by path: `{"muon": [...], "adamw": [...]}`.
+
+    - `muon`: parameters of rank >= 2 whose path has no segment in `embedding_names` or
+      `head_names`.
+    - `adamw`, group `embeddings`: parameters whose path has a segment in `embedding_names`
+      (token and position embeddings), whatever their rank.
+    - `adamw`, group `head`: the same for `head_names` (the untied output head), which nanochat
+      trains with a much smaller rate than the embeddings.
+    - `adamw`, group `scalars`: the other parameters of rank < 2 (gains, biases, scalars).
+
+    A path segment is a dot-separated part (`wte` matches `wte` and `transformer.wte.weight`,
+    not `wte_gain`); `embedding_names` is tried before `head_names`.
+
+    Each group dict carries `name` and `paths` (the parameter paths, in the module's order)
+    beside `params`, `lr` and `weight_decay`; empty groups are left out. A parameter shared
+    under two paths appears once (under its first path, as `named_parameters` gives it).
+    """
+    embeds, heads = tuple(embedding_names), tuple(head_names)
+    routed: dict[str, list[tuple[str, nn.Parameter]]] = {
+        "matrices": [], "embeddings": [], "head": [], "scalars": []}
+    for path, p in module.named_parameters():
+        if not p.requires_grad:
+            continue
+        if _matches(path, embeds):
+            routed["embeddings"].append((path, p))
+        elif _matches(path, heads):
+            routed["head"].append((path, p))
+        elif p.ndim >= 2:
+            routed["matrices"].append((path, p))
+        else:
+            routed["scalars"].append((path, p))
+
+    def group(name: str, lr: float, wd: float) -> list[dict[str, Any]]:
+        items = routed[name]
+        if not items:
+            return []
+        return [{"name": name, "paths": [n for n, _ in items], "params": [p for _, p in items],
+                 "lr": lr, "weight_decay": wd}]
+
+    return {
+        "muon": group("matrices", muon_lr, muon_weight_decay),
+        "adamw": group("embeddings", embedding_lr, embedding_weight_decay)
+        + group("head", head_lr, head_weight_decay) + group("scalars", scalar_lr, scalar_weight_decay),
+    }
+
+
+def make_optimizers(module: nn.Module, *, embedding_names: Sequence[str] = DEFAULT_EMBEDDING_NAMES,
+                    head_names: Sequence[str] = DEFAULT_HEAD_NAMES, muon_lr: float = 0.02,
+                    momentum: float = 0.95, nesterov: bool = True, ns_steps: int = 5,
+                    ns_dtype: str = "float32", muon_weight_decay: float = 0.0,
+                    embedding_lr: float = 0.2, head_lr: float = 0.004, scalar_lr: float = 0.02,
+                    embedding_weight_decay: float = 0.0, head_weight_decay: float = 0.0,
+                    scalar_weight_decay: float = 0.0, betas: tuple[float, float] = (0.8, 0.95),
+                    eps: float = 1e-10) -> list[torch.optim.Optimizer]:
+    """`[Muon, AdamW]` over `hybrid_param_groups(module, ...)` (an optimizer whose groups
+    would be empty is left out). Defaults follow nanochat (Muon lr 0.02, momentum 0.95;
+    AdamW betas (0.8, 0.95), embeddings 0.2, head 0.004); the rates are per group, so an lr schedule scales each
+    optimizer's groups (e.g. one `LambdaLR` per optimizer). Step all of them every step."""
+    groups = hybrid_param_groups(
+        module, embedding_names=embedding_names, head_names=head_names, muon_lr=muon_lr,
+        embedding_lr=embedding_lr, head_lr=head_lr, scalar_lr=scalar_lr,
+        muon_weight_decay=muon_weight_decay, embedding_weight_decay=embedding_weight_decay,
+        head_weight_decay=head_weight_decay, scalar_weight_decay=scalar_weight_decay)
+    opts: list[torch.optim.Optimizer] = []
+    if groups["muon"]:
+        opts.append(Muon(groups["muon"], lr=muon_lr, momentum=momentum, nesterov=nesterov,
+                         ns_steps=ns_steps, ns_dtype=ns_dtype))
+    if groups["adamw"]:
+        opts.append(torch.optim.AdamW(groups["adamw"], lr=embedding_lr, betas=betas, eps=eps))
+    return opts
