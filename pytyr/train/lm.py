@@ -12,6 +12,15 @@ Outputs in `out_dir`: `ckpt/` (see `checkpoint.py`; every `checkpoint_interval` 
 the end), `loss.png` (train and val), `metrics.json`. `resume=True` restores the model,
 optimizer, step, RNG states, data cursor and history from `out_dir/ckpt`, so the resumed
 run's per-step losses equal those of an uninterrupted run exactly (on CPU).
+
+Data parallel (`distributed.py`): when this process is one of W > 1 ranks of an initialised
+process group (torchrun), `cfg.batch` is each rank's batch; rank r trains and evaluates on the
+r-th slice of one global draw of W * batch windows, DDP averages the gradients, and the logged
+step and eval losses are means over the ranks, so the run follows the trajectory of a single
+process with batch W * batch (up to float rounding). The ranks' dropout seeds differ
+(seed + rank). Only rank 0 writes the checkpoint (with every rank's RNG state, so that each
+rank resumes its own), `loss.png` and `metrics.json`, and shows the progress bar. A process
+alone (no group) runs exactly as before.
 """
 from __future__ import annotations
 
@@ -30,7 +39,9 @@ from tqdm.auto import tqdm
 
 from pytyr.data.batches import RandomBatches
 from pytyr.errors import ConfigError, TyrError
-from pytyr.train.checkpoint import load_checkpoint, read_state, resolve, save_checkpoint
+from pytyr.train import distributed
+from pytyr.train.checkpoint import (capture_rng, load_checkpoint, read_state, resolve,
+                                    restore_rng, save_checkpoint)
 from pytyr.train.loop import param_groups
 from pytyr.atomic import atomic_write_text
 
@@ -142,7 +153,14 @@ def evaluate(module: nn.Module, streams: dict[str, RandomBatches], iters: int) -
     return out
 
 
-def _check_resume(saved: dict[str, Any], cfg: LMConfig, where: Path) -> None:
+def _check_resume(state: dict[str, Any], cfg: LMConfig, where: Path, world: int) -> None:
+    # The process count first: it also changes the per-rank batch, a confusing diff alone.
+    saved_world = state.get("extra", {}).get("data", {}).get("world", 1)
+    if saved_world != world:
+        raise ConfigError(f"{where}: the checkpoint was written by a run of {saved_world} "
+                          f"process(es) and this run has {world}; resume with "
+                          f"{saved_world} (torchrun --nproc_per_node={saved_world})")
+    saved = state["config"]
     diff = [f"{k}: checkpoint {saved.get(k)!r}, now {getattr(cfg, k)!r}"
             for k in TRAJECTORY if saved.get(k) != getattr(cfg, k)]
     if diff:
@@ -167,9 +185,12 @@ def train_lm(module: nn.Module, data: Any, cfg: LMConfig | Mapping[str, Any],
     opt = torch.optim.AdamW(param_groups(module, cfg.weight_decay), lr=cfg.lr,
                             betas=(cfg.beta1, cfg.beta2))
     device = params[0].device  # batches go where the parameters are
-    batches = RandomBatches(train_tokens, cfg.batch, cfg.block, seed=cfg.seed, device=device)
+    rank, world = distributed.rank(), distributed.world()  # 0, 1 for a process alone
+    batches = RandomBatches(train_tokens, cfg.batch, cfg.block, seed=cfg.seed, device=device,
+                            rank=rank, world=world)
     eval_streams = {name: RandomBatches(tokens, cfg.batch, cfg.block, device=device,
-                                        seed=cfg.seed + EVAL_SEED_OFFSET[name])
+                                        seed=cfg.seed + EVAL_SEED_OFFSET[name],
+                                        rank=rank, world=world)
                     for name, tokens in (("train", train_tokens), ("val", val_tokens))}
     history: dict[str, list[dict[str, float]]] = {"steps": [], "evals": []}
     # The run's randomness (dropout, if any) draws from the global generators; the fork
@@ -179,29 +200,43 @@ def train_lm(module: nn.Module, data: Any, cfg: LMConfig | Mapping[str, Any],
             if not (resolve(ckpt) / "state.json").is_file():
                 raise ConfigError(f"{ckpt}: no checkpoint to resume from; run without resume "
                                   "to start a new run")
-            _check_resume(read_state(ckpt)["config"], cfg, ckpt)  # before touching the module
+            _check_resume(read_state(ckpt), cfg, ckpt, world)  # before touching the module
             state = load_checkpoint(ckpt, module, opt)
-            batches.load_state_dict(state["extra"]["data"])
+            # Rank 0 saved its cursor; the step is every rank's, the slice is this rank's.
+            batches.load_state_dict({**state["extra"]["data"], "rank": rank})
+            if "rank_rng" in state["extra"]:
+                restore_rng(state["extra"]["rank_rng"][rank])
             history = state["extra"]["history"]
             start = int(state["step"])
         else:
-            torch.manual_seed(cfg.seed)
+            torch.manual_seed(cfg.seed + rank)
             start = 0
         module.train()
         if start == 0:
-            history["evals"].append({"step": 0, **evaluate(module, eval_streams, cfg.eval_iters)})
+            history["evals"].append({"step": 0, **_evaluate(module, eval_streams, cfg)})
         speed = _run(module, opt, params, batches, eval_streams, cfg, start, history, ckpt,
-                     progress)
-    _write_outputs(out_dir, cfg, history, speed)
+                     progress and distributed.is_main())
+    if distributed.is_main():
+        _write_outputs(out_dir, cfg, history, speed)
+    distributed.barrier()  # the outputs exist when any rank returns
     return history
+
+
+def _evaluate(module: nn.Module, streams: dict[str, RandomBatches],
+              cfg: LMConfig) -> dict[str, float]:
+    """`evaluate` on this rank's slices, averaged over the ranks (equal-sized slices, so
+    the mean of the means is the mean over the global eval batch)."""
+    return distributed.mean_over_ranks(evaluate(module, streams, cfg.eval_iters))
 
 
 def _run(module: nn.Module, opt: torch.optim.Optimizer, params: list[nn.Parameter],
          batches: RandomBatches, eval_streams: dict[str, RandomBatches], cfg: LMConfig,
          start: int, history: dict[str, list[dict[str, float]]], ckpt: Path,
          progress: bool) -> float | None:
-    """Steps start..max_iters-1; returns this session's training speed in tokens/s."""
-    tokens_per_step = cfg.batch * cfg.block
+    """Steps start..max_iters-1; returns this session's training speed in tokens/s (all
+    ranks together). `module` is trained through its DDP wrapper when there are ranks."""
+    tokens_per_step = cfg.batch * cfg.block * distributed.world()
+    model = distributed.wrap(module)
     bar = tqdm(total=cfg.max_iters, initial=start, disable=not progress, desc="train",
                unit="step", dynamic_ncols=True)
     t0, done_since = time.perf_counter(), 0
@@ -210,12 +245,12 @@ def _run(module: nn.Module, opt: torch.optim.Optimizer, params: list[nn.Paramete
         for group in opt.param_groups:
             group["lr"] = rate
         x, y = next(batches)
-        loss = _loss(module, x, y)
+        loss = _loss(model, x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         # An infinite bound makes clip_grad_norm_ only measure the global norm.
         norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip or math.inf)
-        value = float(loss.detach())
+        value = distributed.mean_over_ranks({"loss": float(loss.detach())})["loss"]
         if not math.isfinite(value):
             raise TyrError(f"train_lm: the loss is {value} at step {it + 1}; "
                            "try a lower lr or grad_clip")
@@ -229,15 +264,18 @@ def _run(module: nn.Module, opt: torch.optim.Optimizer, params: list[nn.Paramete
             bar.set_postfix(loss=f"{value:.4f}", lr=f"{rate:.2e}", tok_s=f"{speed:,.0f}",
                             refresh=False)
         if step % cfg.eval_interval == 0 or step == cfg.max_iters:
-            losses = evaluate(module, eval_streams, cfg.eval_iters)
+            losses = _evaluate(module, eval_streams, cfg)
             history["evals"].append({"step": step, **losses})
             if progress:
                 bar.write(f"step {step}: train loss {losses['train']:.4f}, "
                           f"val loss {losses['val']:.4f}")
         if step % cfg.checkpoint_interval == 0 or step == cfg.max_iters:
-            save_checkpoint(ckpt, module=module, optimizer=opt, step=step,
-                            config=dataclasses.asdict(cfg),
-                            extra={"data": batches.state_dict(), "history": history})
+            rngs = distributed.gather(capture_rng())  # None for a process alone
+            if distributed.is_main():
+                extra = {"data": batches.state_dict(), "history": history}
+                save_checkpoint(ckpt, module=module, optimizer=opt, step=step,
+                                config=dataclasses.asdict(cfg),
+                                extra=extra if rngs is None else {**extra, "rank_rng": rngs})
     bar.close()
     elapsed = time.perf_counter() - t0
     return done_since * tokens_per_step / elapsed if done_since else None

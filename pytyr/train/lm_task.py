@@ -3,6 +3,11 @@
 The run directory holds `run.json` (which Lean file, model and argument values made it), the
 checkpoint (`ckpt/`), `loss.png`, `metrics.json` and `sample.txt`, so `tyr sample --run DIR`
 needs nothing else.
+
+Under torchrun (`WORLD_SIZE` > 1, e.g. `scripts/torchrun-gpt.sh`), `tyr train` trains data
+parallel (`distributed.py`): `model.b` (and `train.batch`) stay the *global* batch, so a config
+means the same run on any number of processes; each rank instantiates the model with its share
+b / W, and only rank 0 prints, writes the run directory and samples.
 """
 from __future__ import annotations
 
@@ -42,34 +47,56 @@ def _corpus(task: dict[str, Any], source: str) -> Any:
 
 def train_language_model(file: Path, model: str, cfg: dict[str, Any], *, source: str,
                          progress: bool = True, resume: bool = False) -> int:
+    from . import distributed
+
+    with distributed.session() as env:
+        return _train(file, model, cfg, source=source, progress=progress, resume=resume,
+                      world=env.world)
+
+
+def _train(file: Path, model: str, cfg: dict[str, Any], *, source: str, progress: bool,
+           resume: bool, world: int) -> int:
+    from . import distributed
     from .lm import LMConfig, train_lm
 
+    main = distributed.is_main()
     sample = _sample_cfg(cfg.get("sample", {}), source)
-    data = _corpus(cfg["task"], source)
+    with distributed.main_first():  # rank 0 builds the corpus cache; the others read it
+        data = _corpus(cfg["task"], source)
     values = cfg["model"]
     vocab = values.get("c", {}).get("vocab") if isinstance(values.get("c"), dict) else None
     if vocab is not None and vocab != data.vocab_size:
         raise ConfigError(f"{source}: model.c.vocab is {vocab} but the corpus has "
                           f"{data.vocab_size} distinct characters")
     models = LeanModels(file)
-    graph = models.graph(model, values)
+    rank_values = values  # each rank's batch is its share of the global model.b
+    if world > 1:
+        rank_values = {**values, "b": distributed.per_rank_batch(values.get("b"), world, source)}
+    graph = models.graph(model, rank_values)
     b, t = graph.inputs[0].shape
     train = dict(cfg["train"])
-    for key, dim in (("batch", b), ("block", t)):
+    for key, dim in (("batch", b * world), ("block", t)):
         if train.get(key, dim) != dim:
             raise ConfigError(f"{source}: train.{key} is {train[key]} but the model is "
                               f"instantiated with {dim} (model.{'b' if key == 'batch' else 't'})")
         train[key] = dim
+    train["batch"] = b  # train_lm's batch is per rank
     lm = LMConfig.from_dict(train, source)
     out = Path(cfg.get("out", f"runs/{graph.model}"))
     module = module_from_graph(graph, seed=lm.seed)
-    print(f"model {graph.model} from {file}: {len(graph.nodes)} nodes, "
-          f"{sum(p.numel() for p in module.parameters()):,} parameters; corpus "
-          f"{data.n_chars:,} characters, vocab {data.vocab_size}")
-    atomic_write_text(out / "run.json", json.dumps(
-        {"file": str(file), "model": model, "values": values, "task": cfg["task"],
-         "sample": sample}, indent=1))
+    if world > 1:
+        module = module.to(distributed.device())
+    if main:
+        print(f"model {graph.model} from {file}: {len(graph.nodes)} nodes, "
+              f"{sum(p.numel() for p in module.parameters()):,} parameters; corpus "
+              f"{data.n_chars:,} characters, vocab {data.vocab_size}"
+              + (f"; {world} processes, batch {b} each" if world > 1 else ""))
+        atomic_write_text(out / "run.json", json.dumps(
+            {"file": str(file), "model": model, "values": values, "task": cfg["task"],
+             "sample": sample}, indent=1))
     history = train_lm(module, data, lm, out, resume=resume, progress=progress)
+    if not main:
+        return 0
     last = history["evals"][-1]
     print(f"step {last['step']}: train loss {last['train']:.4f}, val loss {last['val']:.4f}")
     text = sample_text(models, sample, values, module.state_dict(), data)

@@ -1,0 +1,129 @@
+"""Data-parallel `tyr train` under torchrun (2 processes, gloo on CPU) on a tiny Lean GPT.
+
+Two ranks with batch b each draw the two halves of one global batch of 2b windows, and DDP
+averages their gradients, so their losses equal those of one process with batch 2b; rank 0
+alone writes the run; a resumed 2-process run continues bit for bit (dropout included).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from pytyr.cli import main
+from pytyr.errors import ConfigError
+from pytyr.train import distributed
+from test_lm_task import GPT, TINY
+
+pytestmark = pytest.mark.skipif(not torch.distributed.is_available(),
+                                reason="this torch build has no torch.distributed")
+
+ROOT = Path(__file__).resolve().parents[1]
+GLOBAL_B = 8  # model.b is the global batch: 4 windows per rank with 2 processes
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("corpus")  # built once, by the first run's rank 0
+
+
+def _args(out: Path, cache: Path, *extra: str) -> list[str]:
+    return ["train", GPT, "--model", "gpt", *TINY, "--set", f"model.b={GLOBAL_B}",
+            "--set", f"out={out}", "--set", f"task.cache_dir={cache}", *extra]
+
+
+def _torchrun(out: Path, cache: Path, *extra: str, script: bool = False) -> str:
+    """Run `tyr train` in 2 processes; return rank 0's and rank 1's stdout together."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHON": sys.executable,
+           "TYR_DIST_BACKEND": "gloo"}  # gloo even where CUDA is: 2 ranks, maybe 1 GPU
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(var, None)
+    args = _args(out, cache, *extra)
+    if script:  # the launcher takes the same tyr train arguments after `--`
+        cmd = [str(ROOT / "scripts" / "torchrun-gpt.sh"), "2", "--", *args[4:]]
+    else:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               "--nproc_per_node=2", "-m", "pytyr.cli", *args]
+    res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, f"torchrun failed ({res.returncode}):\n{res.stdout}\n{res.stderr}"
+    return res.stdout
+
+
+def _history(run: Path) -> dict:
+    return json.loads((run / "metrics.json").read_text())["history"]
+
+
+def _losses(run: Path) -> list[float]:
+    return [s["loss"] for s in _history(run)["steps"]]
+
+
+def test_two_processes_train_like_one_with_the_global_batch(tmp_path, cache, capsys):
+    two, one = tmp_path / "two", tmp_path / "one"
+    out = _torchrun(two, cache, "--set", "train.max_iters=8", script=True)
+    assert out.count("model gpt from") == 1 and out.count("wrote ") == 1  # rank 0 only
+    assert "2 processes, batch 4 each" in out
+    state = json.loads((two / "ckpt" / "state.json").read_text())
+    assert state["step"] == 8 and state["config"]["batch"] == GLOBAL_B // 2
+    assert state["extra"]["data"]["rank"] == 0 and state["extra"]["data"]["world"] == 2
+    assert len(state["extra"]["rank_rng"]) == 2
+    assert sorted(p.name for p in two.iterdir()) == [
+        "ckpt", "loss.png", "metrics.json", "run.json", "sample.txt"]  # no .tmp/.old leftovers
+
+    assert main(_args(one, cache, "--set", "train.max_iters=8")) == 0
+    capsys.readouterr()
+    assert len(_losses(two)) == 8
+    assert _losses(two) == pytest.approx(_losses(one), abs=1e-5)
+    for a, b in zip(_history(two)["evals"], _history(one)["evals"]):
+        assert a == pytest.approx(b, abs=1e-5)
+    # A single process cannot resume the 2-process checkpoint: it says why.
+    assert main(_args(two, cache, "--set", "train.max_iters=8", "--resume")) == 1
+    assert "written by a run of 2 process(es) and this run has 1" in capsys.readouterr().err
+
+
+def test_a_resumed_two_process_run_continues_exactly(tmp_path, cache):
+    # With dropout, so that each rank must get its own RNG state back from the checkpoint.
+    full, part = tmp_path / "full", tmp_path / "part"
+    dropout = ("--set", "model.c.dropout=0.1")
+    _torchrun(full, cache, *dropout, "--set", "train.max_iters=8")
+    _torchrun(part, cache, *dropout, "--set", "train.max_iters=4")
+    _torchrun(part, cache, *dropout, "--set", "train.max_iters=8", "--resume")
+    assert len(_losses(part)) == 8 and _losses(part) == _losses(full)
+    assert _history(part)["evals"] == _history(full)["evals"]
+    a, b = (load_file(str(r / "ckpt" / "model.safetensors")) for r in (full, part))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_dist_env_and_batch_errors():
+    assert distributed.DistEnv.from_env({}) == distributed.DistEnv()
+    env = distributed.DistEnv.from_env({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1",
+                                        "MASTER_ADDR": "localhost", "MASTER_PORT": "29500"})
+    assert (env.rank, env.world, env.local_rank, env.distributed) == (1, 2, 1, True)
+    with pytest.raises(ConfigError, match="WORLD_SIZE is 2 but MASTER_ADDR is not set"):
+        distributed.DistEnv.from_env({"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": "1"})
+    with pytest.raises(ConfigError, match="RANK must be in 0..1 for WORLD_SIZE 2, got 2"):
+        distributed.DistEnv.from_env({"RANK": "2", "WORLD_SIZE": "2"})
+    with pytest.raises(ConfigError, match="WORLD_SIZE must be an integer, got 'two'"):
+        distributed.DistEnv.from_env({"WORLD_SIZE": "two"})
+    assert distributed.per_rank_batch(12, 4) == 3
+    with pytest.raises(ConfigError, match="global batch 12 \\(model.b\\) does not divide among 5"):
+        distributed.per_rank_batch(12, 5)
+
+
+def test_alone_the_helpers_do_nothing():
+    from torch import nn
+
+    m = nn.Linear(2, 2)
+    assert not distributed.active() and distributed.is_main() and distributed.world() == 1
+    assert distributed.wrap(m) is m and distributed.unwrap(m) is m
+    assert distributed.mean_over_ranks({"a": 1.5}) == {"a": 1.5}
+    assert distributed.gather(3) is None
+    with distributed.main_first():
+        distributed.barrier()
+    with pytest.raises(ConfigError, match="backend 'nosuch' is not available"):
+        distributed.init("nosuch", distributed.DistEnv(world=2, master_addr="x", master_port=1))
