@@ -25,6 +25,19 @@ def percentile(xs: Sequence[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
+def pair_result(values: Any, params: int, steps: int, warmup: int,
+                times: dict[str, list[float]], max_loss_diff: float,
+                max_param_diff: float) -> dict[str, Any]:
+    """The record of one alternating tyr/plain comparison: both timing summaries, the ratio
+    of medians and the median of per-pair ratios (robust to load that hits both alike)."""
+    t, p = summarize(times["tyr"]), summarize(times["plain"])
+    pair = [pt / tt for pt, tt in zip(times["plain"], times["tyr"])]
+    return {"values": values, "params": params, "steps": steps, "warmup": warmup,
+            "tyr": t, "plain": p, "ratio": p["median_ms"] / t["median_ms"],
+            "pair_ratio_median": statistics.median(pair),
+            "max_loss_diff": max_loss_diff, "max_param_diff": max_param_diff}
+
+
 def pair_rows(label: str, r: dict[str, Any], goal: float, digits: int, *,
               prefix: str = "") -> list[tuple[str, str, str, str]]:
     """Table lines of one alternating tyr/plain training-step comparison `r` (the dict made by

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 import gc
-import statistics
 import time
 from typing import Any
 
@@ -25,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench import pair_rows, summarize
+from bench import pair_result, pair_rows, summarize
 from bench.checker import MLP_FILE, mlp_values
 
 GOAL_RATIO = 0.97
@@ -120,20 +119,8 @@ def bench_size(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0
         float((tyr_sd[f"{w}{k}"] - plain_sd[f"l{k}.{'weight' if w == 'w' else 'bias'}"]).abs().max())
         for k in (1, 2, 3) for w in ("w", "b")
     )
-    t, p = summarize(times["tyr"]), summarize(times["plain"])
-    pair = [pt / tt for pt, tt in zip(times["plain"], times["tyr"])]
-    result: dict[str, Any] = {
-        "values": values,
-        "params": sum(q.numel() for q in tyr.parameters()),
-        "steps": steps,
-        "warmup": warmup,
-        "tyr": t,
-        "plain": p,
-        "ratio": p["median_ms"] / t["median_ms"],
-        "pair_ratio_median": statistics.median(pair),
-        "max_loss_diff": max_loss_diff,
-        "max_param_diff": max_param_diff,
-    }
+    result = pair_result(values, sum(q.numel() for q in tyr.parameters()), steps, warmup,
+                         times, max_loss_diff, max_param_diff)
     if breakdown_iters > 0:
         result["breakdown"] = _breakdown(tyr, plain, x, y, breakdown_iters)
     return result

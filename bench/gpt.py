@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import statistics
 import sys
 import time
 from typing import Any
@@ -27,7 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from bench import ROOT, pair_rows, summarize
+from bench import ROOT, pair_result, pair_rows, summarize
 from bench.nanogpt import GPT, GPTConfig, load_from_tyr, tyr_to_plain_key
 
 GOAL_RATIO = 0.97
@@ -116,20 +115,8 @@ def bench_pair(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0
                 times[side].append(dt)
         max_loss_diff = max(max_loss_diff, abs(losses["tyr"] - losses["plain"]))
 
-    t, p = summarize(times["tyr"]), summarize(times["plain"])
-    pair = [pt / tt for pt, tt in zip(times["plain"], times["tyr"])]
-    result: dict[str, Any] = {
-        "values": values,
-        "params": sum(q.numel() for q in tyr.parameters()),
-        "steps": steps,
-        "warmup": warmup,
-        "tyr": t,
-        "plain": p,
-        "ratio": p["median_ms"] / t["median_ms"],
-        "pair_ratio_median": statistics.median(pair),
-        "max_loss_diff": max_loss_diff,
-        "max_param_diff": _max_param_diff(tyr, plain),
-    }
+    result = pair_result(values, sum(q.numel() for q in tyr.parameters()), steps, warmup,
+                         times, max_loss_diff, _max_param_diff(tyr, plain))
     if breakdown_iters > 0:
         result["breakdown"] = _breakdown(fwds, tyr, data[0], breakdown_iters)
     return result
