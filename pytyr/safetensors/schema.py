@@ -81,7 +81,26 @@ class TensorRef:
         return f"TensorRef({self.spec.name!r}, {self.spec.dtype}, {list(self.spec.shape)})"
 
 
-class Node:
+class _Subtree:
+    """What a named level and a numbered level share: their path, specs and loaders."""
+
+    _path: str
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def specs(self) -> dict[str, TensorSpec]:
+        """Every spec under this level, by full name."""
+        return {r.name: r.spec for r in refs(self)}
+
+    def load(self, *, device: Any = None, dtype: Any = None) -> dict[str, Any]:
+        """The tensors under this level keyed relative to it (`weight`, or `0.weight` for a
+        list): ready for a submodule's state_dict."""
+        return _load_relative(self, device, dtype)
+
+
+class Node(_Subtree):
     """A named level of the tree; children by attribute (`py_name`) or by segment (`n["x"]`)."""
 
     def __init__(self, path: str, children: dict[str, Any]):
@@ -109,18 +128,6 @@ class Node:
     def keys(self) -> list[str]:
         return list(self._children)
 
-    @property
-    def path(self) -> str:
-        return self._path
-
-    def specs(self) -> dict[str, TensorSpec]:
-        """Every spec of the subtree, by full name."""
-        return {r.name: r.spec for r in refs(self)}
-
-    def load(self, *, device: Any = None, dtype: Any = None) -> dict[str, Any]:
-        """The subtree's tensors keyed relative to it (ready for a submodule's state_dict)."""
-        return _load_relative(self, device, dtype)
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._path or '<root>'!r}: {', '.join(self._children)})"
 
@@ -128,7 +135,7 @@ class Node:
 T = TypeVar("T")
 
 
-class NodeList(Generic[T]):
+class NodeList(_Subtree, Generic[T]):
     """A numbered level (`layers.0`, `layers.1`, ...): a list of subtrees of one structure."""
 
     def __init__(self, path: str, items: list[T]):
@@ -142,18 +149,6 @@ class NodeList(Generic[T]):
 
     def __iter__(self) -> Iterator[T]:
         return iter(self._items)
-
-    @property
-    def path(self) -> str:
-        return self._path
-
-    def specs(self) -> dict[str, TensorSpec]:
-        """Every spec of the items, by full name."""
-        return {r.name: r.spec for r in refs(self)}
-
-    def load(self, *, device: Any = None, dtype: Any = None) -> dict[str, Any]:
-        """The tensors of every item, keyed relative to the list (`0.weight`, `1.weight`)."""
-        return _load_relative(self, device, dtype)
 
     def __repr__(self) -> str:
         return f"NodeList({self._path!r}, {len(self._items)} items)"
