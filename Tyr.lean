@@ -1,9 +1,10 @@
+import Tyr.Core
+import Tyr.Meta
+import Tyr.Ops
+import Tyr.NN
+
 /-!
 # Tyr — shape-typed tensors and models in Lean 4
 
 `import Tyr` then `open torch` brings `T`, the typed ops and the nn functions into scope.
 -/
-import Tyr.Core
-import Tyr.Meta
-import Tyr.Ops
-import Tyr.NN

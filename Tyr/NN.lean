@@ -1,9 +1,10 @@
+import Tyr.Core
+
 /-!
 # Tyr.NN — neural-network functions
 
 Lookups, normalisation and losses; like `Tyr.Ops`, each is a typed `prim`.
 -/
-import Tyr.Core
 
 namespace torch
 

@@ -1,3 +1,5 @@
+import Tyr.Core
+
 /-!
 # Tyr.Ops — typed tensor operations
 
@@ -6,7 +8,6 @@ validator read it from here), its body emits the graph node. Ops whose typing de
 rank have one name per rank (`transpose`, `transpose3`): Lean cannot unify `s.push n` against
 a literal shape, so a rank-polymorphic signature would not infer its dims.
 -/
-import Tyr.Core
 
 namespace torch
 

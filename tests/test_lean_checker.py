@@ -176,6 +176,19 @@ def test_unknown_import_and_lean_import(tmp_path):
     assert "unknown module 'Foo.Bar'" in msgs and "importing 'Lean'" in msgs
 
 
+@pytest.mark.parametrize("before", ["/-! A module doc. -/\n", "open torch\n", "def k : Nat := 1\n"])
+def test_a_command_before_an_import_is_rejected_as_lean_does(tmp_path, before):
+    # Lean's header is the imports alone; a `/-!` doc is a command like any other.
+    d = one_error(tmp_path, before + "import Tyr\n", prelude=False)
+    assert (d.pos.line, d.pos.col) == (2, 0)
+    assert d.message == "invalid 'import' command, it must be used in the beginning of the file"
+
+
+def test_comments_may_precede_the_imports_and_a_module_doc_follows_them(tmp_path):
+    src = "-- a comment\n/- a block comment -/\nimport Tyr\n/-! The module doc. -/\nopen torch\n"
+    assert check_src(tmp_path, src, prelude=False) == []
+
+
 def test_local_imports_resolve_like_lake(tmp_path):
     (tmp_path / "Lib").mkdir()
     (tmp_path / "Lib" / "Blocks.lean").write_text(

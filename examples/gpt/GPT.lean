@@ -1,3 +1,5 @@
+import Tyr
+
 /-!
 # GPT — a character-level transformer in the nanoGPT architecture
 
@@ -7,7 +9,6 @@ tied to the token embedding. Shapes in the comments of nanoGPT (`# (B, nh, T, hs
 types here: the width is `n_head * head_dim` by construction, so a width that the heads do
 not divide cannot even be written, and a wrong projection or residual does not type-check.
 -/
-import Tyr
 
 open torch
 

@@ -1,10 +1,11 @@
+import Tyr
+
 /-!
 # A two-layer perceptron, written in Lean and trained from Python
 
 `tyr train examples/mlp/MLP.lean --model mlp` instantiates `mlp` with the config and batch
 size of `examples/mlp/config.json` and trains it on a synthetic spiral task.
 -/
-import Tyr
 
 open torch
 

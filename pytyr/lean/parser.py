@@ -74,8 +74,8 @@ class Parser:
     # -- module -----------------------------------------------------------------------------
     def module(self) -> S.Module:
         imports: list[S.Import] = []
-        while self.tok.kind == "moddoc":
-            self.next()
+        # Lean's header is the `import`s alone: a `/-!` doc before them is a command, and
+        # every `import` after a command is rejected below, as Lean does.
         while self.at("import", "keyword"):
             t = self.next()
             imports.append(S.Import(t.pos, self.ident("a module name").text))
@@ -122,7 +122,8 @@ class Parser:
             return S.TypeProvider(t.pos, path, self.ident("a name for the checkpoint").text)
         if t.kind == "keyword":
             if t.text == "import":
-                raise self.error("`import` must come before any other command")
+                raise self.error(
+                    "invalid 'import' command, it must be used in the beginning of the file")
             if t.text == "open":
                 self.next()
                 names = [self.ident("a namespace").text]
