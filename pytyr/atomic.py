@@ -6,6 +6,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
+from .errors import ConfigError
+from .paths import output_file
+
 
 def fsync_dir(path: Path) -> None:
     """Persist a rename inside `path` (where the OS allows opening directories)."""
@@ -24,9 +27,12 @@ def fsync_dir(path: Path) -> None:
 def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], Any]) -> Path:
     """Run `write(f)` on a temporary file in the same directory, fsync it, then rename it over
     `path` (streaming: large files are never held in memory whole)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    path = output_file(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot write the file: {err.strerror or err}") from None
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -34,6 +40,9 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], Any])
             os.fsync(f.fileno())
         os.replace(tmp, path)
         fsync_dir(path.parent)
+    except OSError as err:  # disk full, permissions: named, and nothing half-written left
+        Path(tmp).unlink(missing_ok=True)
+        raise ConfigError(f"{path}: cannot write the file: {err.strerror or err}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

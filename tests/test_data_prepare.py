@@ -14,7 +14,7 @@ import pytest
 from pytyr.data.commands import register
 from pytyr.data.iterators import SequentialBatchIterator
 from pytyr.data.prepare import prepare_parquet
-from pytyr.data.shards import read_shard
+from pytyr.data.shards import file_sha256, read_shard
 from pytyr.data.tokenizer import CharTokenizer, encode_documents, load_tokenizer
 from pytyr.errors import ConfigError, DataError
 
@@ -47,8 +47,11 @@ def test_prepare_writes_val_then_train_shards(tmp_path, fmt):
     got = np.concatenate([read_shard(f, fmt=fmt, vocab_size=TOK.vocab_size) for f in files])
     assert got.tolist() == expected.tolist()
     assert json.loads((tmp_path / "out" / "meta.json").read_text()) == meta
+    for s in meta["val"] + meta["train"]:  # each shard's checksum, for the trainer to verify
+        assert s["sha256"] == file_sha256(tmp_path / "out" / s["file"])
+    assert load_tokenizer(tmp_path / "out" / "tokenizer.json").vocab_size == TOK.vocab_size
     # the shards feed the iterators directly, BOS-aligned
-    it = SequentialBatchIterator(files[1:], 2, 16, bos_id=TOK.bos_id)
+    it = SequentialBatchIterator(files[1:], 2, 16, bos_id=TOK.bos_id, fmt=fmt)
     x, _ = next(it)
     assert (x[:, 0] == TOK.bos_id).all()
 

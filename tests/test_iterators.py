@@ -34,7 +34,7 @@ def test_sequential_shapes_shift_and_order():
 def test_sequential_over_shard_files(tmp_path, fmt):
     a = write_shard(tmp_path / "a.bin", np.arange(0, 100), fmt)
     b = write_shard(tmp_path / "b.bin", np.arange(1000, 1050), fmt)
-    it = SequentialBatchIterator([a, b], 2, 10)
+    it = SequentialBatchIterator([a, b], 2, 10, fmt=fmt)
     xs = _xs(it)
     # a: 9 rows -> 4 steps of 2 (1 row dropped); b: 4 rows -> 2 steps; no row spans shards
     assert len(xs) == 6 and it.dropped_rows == 1

@@ -8,7 +8,7 @@ import pytest
 
 from pytyr.data.tokenizer import (BOS, BPETokenizer, CharTokenizer, encode_documents,
                                   load_tokenizer, train_bpe)
-from pytyr.errors import DataError
+from pytyr.errors import ConfigError, DataError
 
 CORPUS = ["the quick brown fox jumps over the lazy dog", "a stitch in time saves nine",
           "to be or not to be, that is the question"] * 20
@@ -77,7 +77,7 @@ def test_errors(bpe, tmp_path):
         chars.encode("abz")
     with pytest.raises(DataError, match="declares no BOS"):
         encode_documents(chars, ["ab"])
-    with pytest.raises(DataError, match="no such tokenizer file"):
+    with pytest.raises(ConfigError, match="none.json: tokenizer not found"):
         load_tokenizer(tmp_path / "none.json")
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")

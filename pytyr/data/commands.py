@@ -27,9 +27,15 @@ def _corpus(paths: list[str], column: str) -> Iterator[str]:
             for _, texts in ParquetTextStream(p, column):
                 yield from texts
         elif p.is_file():
-            with open(p, encoding="utf-8", newline="") as f:
-                while piece := f.read(_TEXT_CHUNK):
-                    yield piece
+            try:
+                with open(p, encoding="utf-8", newline="") as f:
+                    while piece := f.read(_TEXT_CHUNK):
+                        yield piece
+            except UnicodeDecodeError as err:
+                raise DataError(f"{p}: the corpus is not UTF-8 text ({err.reason} at byte "
+                                f"{err.start} of a block)") from None
+        elif p.exists():
+            raise DataError(f"{p}: not a corpus file or directory (a FIFO, socket or device)")
         else:
             raise DataError(f"{p}: no such corpus file or directory")
 

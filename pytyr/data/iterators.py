@@ -25,7 +25,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from pytyr.data.shards import check_vocab, read_shard
+from pytyr.data.shards import Format, check_vocab, read_shard
 from pytyr.errors import ConfigError, DataError
 
 Source = str | os.PathLike[str] | np.ndarray
@@ -43,18 +43,18 @@ def _check_rank(owner: str, rank: Any, world: int) -> None:
         raise ConfigError(f"{owner}: rank must be in 0..{world - 1}, got {rank!r}")
 
 
-def load_shards(shards: Source | Sequence[Source], vocab_size: int | None = None
-                ) -> tuple[list[np.ndarray], list[str]]:
+def load_shards(shards: Source | Sequence[Source], vocab_size: int | None = None,
+                fmt: Format | None = None) -> tuple[list[np.ndarray], list[str]]:
     """Token arrays and their names (path, or `<array i>`) from a path, an array, or a list.
 
-    Paths are read with `read_shard` (memmaps, header checked); with `vocab_size` every token
-    of every shard is checked to be below it."""
+    Paths are read with `read_shard` (memmaps, header checked; `fmt` as there); with
+    `vocab_size` every token of every shard is checked to be below it."""
     if isinstance(shards, (str, os.PathLike, np.ndarray)):
         shards = [shards]
     arrays, names = [], []
     for i, s in enumerate(shards):
         if isinstance(s, (str, os.PathLike)):
-            arrays.append(read_shard(s, vocab_size=vocab_size))
+            arrays.append(read_shard(s, fmt=fmt, vocab_size=vocab_size))
             names.append(str(s))
             continue
         arr, name = np.asarray(s), f"<array {i}>"
@@ -120,16 +120,18 @@ class SequentialBatchIterator:
     `shards`: a shard path, a 1-D token array, or a list of them, read in order. `bos_id`
     makes rows BOS-aligned (document datasets). `loop=True` starts over after the last step
     (the step counter keeps growing; `epoch` says which pass); otherwise the pass ends with
-    StopIteration. `vocab_size` checks every token up front.
+    StopIteration. `vocab_size` checks every token up front; `fmt` is the shards' format
+    (`read_shard`: headerless nanoGPT shards must say so).
     """
 
     def __init__(self, shards: Source | Sequence[Source], batch: int, seq: int, *,
                  rank: int = 0, world: int = 1, bos_id: int | None = None, loop: bool = False,
-                 vocab_size: int | None = None, device: str | torch.device | None = None):
+                 vocab_size: int | None = None, fmt: Format | None = None,
+                 device: str | torch.device | None = None):
         owner = type(self).__name__
         _positive(owner, batch=batch, seq=seq, world=world)
         _check_rank(owner, rank, world)
-        arrays, names = load_shards(shards, vocab_size)
+        arrays, names = load_shards(shards, vocab_size, fmt)
         self.batch, self.seq, self.rank, self.world = batch, seq, rank, world
         self.bos_id, self.loop, self.device = bos_id, loop, device
         self._rows = _Rows(arrays, names, seq, bos_id)
@@ -239,14 +241,14 @@ class BatchIterator:
     def __init__(self, shards: Source | Sequence[Source], batch: int, seq: int, *,
                  last: LastBatch, rank: int = 0, world: int = 1, pad_id: int = 0,
                  bos_id: int | None = None, vocab_size: int | None = None,
-                 device: str | torch.device | None = None):
+                 fmt: Format | None = None, device: str | torch.device | None = None):
         owner = type(self).__name__
         _positive(owner, batch=batch, seq=seq, world=world)
         _check_rank(owner, rank, world)
         if last not in ("drop", "short", "pad"):
             raise ConfigError(f"{owner}: last must be 'drop', 'short' or 'pad' (what to do "
                               f"with the last, short batch), got {last!r}")
-        arrays, names = load_shards(shards, vocab_size)
+        arrays, names = load_shards(shards, vocab_size, fmt)
         self.batch, self.seq, self.last, self.rank, self.world = batch, seq, last, rank, world
         self.pad_id, self.bos_id, self.device = pad_id, bos_id, device
         rows = _Rows(arrays, names, seq, bos_id)

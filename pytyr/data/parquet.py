@@ -38,6 +38,8 @@ def parquet_files(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str
             out.extend(found)
         elif p.is_file():
             out.append(p)
+        elif p.exists():
+            raise DataError(f"{p}: not a parquet file or directory (a FIFO, socket or device)")
         else:
             raise DataError(f"{p}: no such parquet file or directory")
     if not out:

@@ -18,7 +18,7 @@ import numpy as np
 
 from pytyr.atomic import atomic_write_text
 from pytyr.data.parquet import ParquetTextStream
-from pytyr.data.shards import FORMATS, MAX_VOCAB, write_shard
+from pytyr.data.shards import FORMATS, MAX_VOCAB, file_sha256, write_shard
 from pytyr.data.tokenizer import Tokenizer, encode_documents
 from pytyr.errors import ConfigError, DataError
 
@@ -46,8 +46,9 @@ class _ShardWriter:
         flat = np.concatenate(self.parts)
         split = "val" if self.val_left > 0 else "train"
         name = f"{self.prefix}_{split}_{len(self.written[split]):06d}.bin"
-        write_shard(self.out / name, flat[:n], self.fmt)
-        self.written[split].append({"file": name, "tokens": int(n)})
+        path = write_shard(self.out / name, flat[:n], self.fmt)
+        self.written[split].append({"file": name, "tokens": int(n),
+                                    "sha256": file_sha256(path)})
         if split == "val":
             self.val_left -= n
         rest = flat[n:]
@@ -98,6 +99,7 @@ def prepare_parquet(paths: Any, tokenizer: Tokenizer, out_dir: str | os.PathLike
     if total == 0:
         raise DataError(f"{', '.join(map(str, stream.files))}: empty dataset: no tokens "
                         f"(every '{column}' value of this rank is empty or null)")
+    tokenizer.save(out / "tokenizer.json")  # the data set is self-contained: sampling decodes
     meta = {"format": fmt, "tokens": total, "documents": docs, "null_rows": stream.null_rows,
             "vocab_size": tokenizer.vocab_size, "bos_id": tokenizer.bos_id,
             "tokenizer": tokenizer_path or tokenizer.source, "column": column,

