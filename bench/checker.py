@@ -33,8 +33,10 @@ def example_files() -> list[Path]:
 
 
 def mlp_values() -> dict[str, Any]:
-    """The `model` table of the MLP example config (argument values keyed by binder name)."""
-    return json.loads(MLP_CONFIG.read_text(encoding="utf-8"))["model"]
+    """The MLP example's argument values: its config's `model` table and the batch `b` that
+    `tyr train` fills in from `train.batch` (the task's batch role)."""
+    cfg = json.loads(MLP_CONFIG.read_text(encoding="utf-8"))
+    return {**cfg["model"], "b": cfg["train"]["batch"]}
 
 
 def _rel(p: Path) -> str:

@@ -5,7 +5,7 @@ Both sides train the same network on the same batch in the same process: the Tyr
 `nn.Linear` layers with ReLU and `F.cross_entropy`, its weights copied from the Tyr module
 so that the arithmetic is identical (the losses are compared step by step and the parameters
 at the end, as evidence). A training step is forward + `zero_grad` + backward + AdamW step,
-with the same optimizer set-up on both sides (`pytyr.train.loop.param_groups`, as `tyr train`
+with the same optimizer set-up on both sides (`pytyr.train.optim.param_groups`, as `tyr train`
 does, applied to both). Steps ALTERNATE between the two, with the order flipped every pair,
 after a warm-up, so drift in machine speed hits both alike.
 
@@ -72,7 +72,7 @@ def build_pair(values: dict[str, Any], seed: int = 0) -> tuple[nn.Module, PlainM
 
 
 def _optimizer(module: nn.Module) -> torch.optim.Optimizer:
-    from pytyr.train.loop import param_groups
+    from pytyr.train.optim import param_groups
 
     return torch.optim.AdamW(param_groups(module, 0.0), lr=LR)
 
@@ -157,7 +157,7 @@ def run(*, quick: bool = False, steps: int | None = None, warmup: int | None = N
         "goal_ratio": GOAL_RATIO,
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
-        "optimizer": f"AdamW(lr={LR}, pytyr.train.loop.param_groups, weight_decay 0), foreach default",
+        "optimizer": f"AdamW(lr={LR}, pytyr.train.optim.param_groups, weight_decay 0), foreach default",
         "sizes": {},
     }
     for size in sizes(quick):

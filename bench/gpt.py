@@ -5,13 +5,16 @@ Config: nanoGPT's CPU recipe for Shakespeare-char (vocab 65, block 64, 4 layers,
 32 = width 128, dropout 0, batch 12, t = block). The plain model gets copies of the Tyr
 module's weights (`load_from_tyr`), so both do the same arithmetic: losses are compared step
 by step and the parameters at the end, as evidence. A training step is forward + `zero_grad`
-+ backward + AdamW step, with nanoGPT's optimizer set-up on both sides (lr 1e-3, betas
-(0.9, 0.99), weight decay 0.1 on rank >= 2 via `pytyr.train.loop.param_groups`). Both sides
-see the same sequence of random token batches. Steps ALTERNATE between the sides, the order
-flipped every pair, after a warm-up, so drift in machine speed hits both alike.
++ backward + AdamW step with nanoGPT's optimizer set-up (lr 1e-3, betas (0.9, 0.99), weight
+decay 0.1 on rank >= 2). The Tyr side steps with the optimizer `tyr train` builds
+(`pytyr.train.optim.make_optimizers`: AdamW, fused where torch has it); the plain side twice:
+with torch's default AdamW (what nanoGPT does) and with `AdamW(fused=True)` (the best a plain
+user can do). All sides see the same sequence of random token batches. Steps ALTERNATE between
+the sides, the order rotated every round, after a warm-up, so drift in machine speed hits all.
 
-Reported: median ms per step each, `plain/tyr` (1.0 = no overhead, goal >= 0.97), the median
-of the per-pair ratios, and the forward alone / `_check_inputs` breakdown. `--compile` (via
+Reported: median ms per step each, `plain/tyr` against default AdamW (goal >= 0.97) and
+against fused AdamW (goal >= 1.0), the median of the per-round ratios, and the forward alone /
+`_check_inputs` breakdown. `--compile` (via
 `python -m bench.gpt --compile`) also times both sides under `torch.compile`, or says why not.
 """
 from __future__ import annotations
@@ -29,7 +32,8 @@ from torch import nn
 from bench import ROOT, pair_result, pair_rows, summarize
 from bench.nanogpt import GPT, GPTConfig, load_from_tyr, tyr_to_plain_key
 
-GOAL_RATIO = 0.97
+GOAL_RATIO = 0.97  # plain nanoGPT (default AdamW) / tyr
+GOAL_FUSED = 1.0  # plain with AdamW(fused=True) / tyr
 GPT_FILE = ROOT / "examples" / "gpt" / "GPT.lean"
 LR, BETAS, WEIGHT_DECAY = 1e-3, (0.9, 0.99), 0.1
 N_BATCHES = 8  # distinct batches, cycled: enough variety, no data-loading cost in the timing
@@ -65,10 +69,20 @@ def batches(values: dict[str, Any], n: int, seed: int) -> list[tuple[torch.Tenso
     return out
 
 
-def _optimizer(module: nn.Module) -> torch.optim.Optimizer:
-    from pytyr.train.loop import param_groups
+def _optimizer(module: nn.Module, side: str) -> torch.optim.Optimizer:
+    """`tyr`: what `tyr train` builds for this recipe; `plain`: torch's default AdamW;
+    `plain_fused`: AdamW(fused=True). All with nanoGPT's groups (decay on rank >= 2)."""
+    from pytyr.config import load_dataclass
+    from pytyr.train.optim import make_optimizers, param_groups
+    from pytyr.train.settings import TrainConfig
 
-    return torch.optim.AdamW(param_groups(module, WEIGHT_DECAY), lr=LR, betas=BETAS)
+    if side == "tyr":
+        cfg = load_dataclass(TrainConfig, {"lr": LR, "beta1": BETAS[0], "beta2": BETAS[1],
+                                           "weight_decay": WEIGHT_DECAY}, "bench")
+        (opt,) = make_optimizers(module, cfg, torch.device("cpu"))
+        return opt
+    return torch.optim.AdamW(param_groups(module, WEIGHT_DECAY), lr=LR, betas=BETAS,
+                             fused=side == "plain_fused")
 
 
 def _step(fwd: Any, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -92,31 +106,40 @@ def _max_param_diff(tyr: nn.Module, plain: GPT) -> float:
 
 def bench_pair(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0,
                breakdown_iters: int = 0, compile: bool = False) -> dict[str, Any]:
-    """Alternating training steps of both sides; `compile` wraps both forwards in torch.compile."""
+    """Alternating training steps of the three sides (tyr, plain, plain_fused); returns the
+    tyr/plain record with the tyr/plain_fused one under `fused`. `compile` wraps every
+    forward in torch.compile."""
     tyr, plain = build_pair(values, seed)
-    mods = {"tyr": tyr, "plain": plain}
-    opts = {side: _optimizer(m) for side, m in mods.items()}
+    _, plain_fused = build_pair(values, seed)
+    mods = {"tyr": tyr, "plain": plain, "plain_fused": plain_fused}
+    opts = {side: _optimizer(m, side) for side, m in mods.items()}
     fwds: dict[str, Any] = dict(mods)
     if compile:
         fwds = {side: torch.compile(m) for side, m in mods.items()}
     data = batches(values, N_BATCHES, seed + 1)
 
-    times: dict[str, list[float]] = {"tyr": [], "plain": []}
-    max_loss_diff = 0.0
+    sides = list(mods)
+    times: dict[str, list[float]] = {side: [] for side in sides}
+    diff = {"plain": 0.0, "plain_fused": 0.0}
     gc.collect()
     for i in range(warmup + steps):
         x, y = data[i % len(data)]
-        order = ("tyr", "plain") if i % 2 == 0 else ("plain", "tyr")
+        order = sides[i % 3:] + sides[:i % 3]
         losses = {}
         for side in order:
             dt, loss = _timed(_step, fwds[side], opts[side], x, y)
             losses[side] = float(loss.detach())
             if i >= warmup:
                 times[side].append(dt)
-        max_loss_diff = max(max_loss_diff, abs(losses["tyr"] - losses["plain"]))
+        for side in diff:
+            diff[side] = max(diff[side], abs(losses["tyr"] - losses[side]))
 
-    result = pair_result(values, sum(q.numel() for q in tyr.parameters()), steps, warmup,
-                         times, max_loss_diff, _max_param_diff(tyr, plain))
+    n = sum(q.numel() for q in tyr.parameters())
+    result = pair_result(values, n, steps, warmup, {"tyr": times["tyr"], "plain": times["plain"]},
+                         diff["plain"], _max_param_diff(tyr, plain))
+    result["fused"] = pair_result(values, n, steps, warmup,
+                                  {"tyr": times["tyr"], "plain": times["plain_fused"]},
+                                  diff["plain_fused"], _max_param_diff(tyr, plain_fused))
     if breakdown_iters > 0:
         result["breakdown"] = _breakdown(fwds, tyr, data[0], breakdown_iters)
     return result
@@ -153,8 +176,10 @@ def run(*, quick: bool = False, steps: int | None = None, warmup: int | None = N
         "goal_ratio": GOAL_RATIO,
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
-        "optimizer": f"AdamW(lr={LR}, betas={BETAS}, weight_decay {WEIGHT_DECAY} on rank>=2 "
-                     f"via pytyr.train.loop.param_groups), foreach default",
+        "goal_fused": GOAL_FUSED,
+        "optimizer": f"AdamW(lr={LR}, betas={BETAS}, weight_decay {WEIGHT_DECAY} on rank>=2); "
+                     f"tyr: as `tyr train` builds it (fused where available); plain: default "
+                     f"(foreach) and fused=True",
         "modes": {"eager": bench_pair(values, steps=n, warmup=w, breakdown_iters=bd)},
     }
     if compile:
@@ -175,6 +200,9 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         v, c = r["values"], r["values"]["c"]
         label = f"{mode}: {c['n_layer']}L {c['n_head']}x{c['head_dim']}, b {v['b']} t {v['t']}"
         out += pair_rows(label, r, result["goal_ratio"], 2, prefix="gpt ")
+        if "fused" in r:
+            out += pair_rows(f"{mode} vs fused AdamW", r["fused"],
+                             result.get("goal_fused", GOAL_FUSED), 2, prefix="gpt ")[1:2]
     if "compile_error" in result:
         out.append(("  gpt torch.compile", "", "", f"skipped: {result['compile_error']}"))
     return out

@@ -2,7 +2,7 @@
 
 `python -m bench.recipe` trains the plain PyTorch model (`bench/nanogpt.py`) with nanoGPT's CPU
 recipe on the same Shakespeare text, batches and seed as `tyr train examples/gpt/GPT.lean`
-(the same `train_lm` driver), and compares its final validation loss with the Tyr run's
+(the same engine and `char_lm` task, `pytyr.train`), and compares its final validation loss with the Tyr run's
 (`--tyr-metrics runs/gpt/metrics.json`, or trains the Tyr model too with `--train-tyr`).
 The issue's bar: Tyr's val loss ≤ 1.92 and within 0.03 of the plain model's.
 """
@@ -23,16 +23,25 @@ def _final_val(metrics: dict[str, Any]) -> float:
 
 
 def train_plain(cfg: dict[str, Any], out: Path, progress: bool) -> float:
-    from pytyr.data.shakespeare import prepare
-    from pytyr.train.lm import LMConfig, train_lm
-
-    values = cfg["model"]
-    lm = LMConfig.from_dict({**cfg["train"], "batch": values["b"], "block": values["t"]})
+    """Train the plain model with Tyr's one engine on the config's task: any `nn.Module`
+    whose forward takes the task's inputs and returns (logits, loss) trains the same way."""
     import torch
 
-    torch.manual_seed(lm.seed)
-    model = GPT(GPTConfig.from_tyr(values["c"]))
-    train_lm(model, prepare(cfg["task"].get("cache_dir")), lm, out, progress=progress)
+    from pytyr.config import load_dataclass
+    from pytyr.train.engine import Engine
+    from pytyr.train.settings import TrainConfig
+    from pytyr.train.task import TaskContext
+    from pytyr.train.tasks import task_class, task_options
+
+    train = load_dataclass(TrainConfig, {**cfg["train"], "device": "cpu"}, "recipe",
+                           prefix="train.")
+    cls = task_class(cfg["task"], "recipe")
+    task = cls(task_options(cls, cfg["task"], "recipe"), TaskContext(train.batch, train.seed))
+    task.prepare()
+    torch.manual_seed(train.seed)
+    model = GPT(GPTConfig.from_tyr(cfg["model"]["c"]))
+    Engine(model, task, train, ["idx", "targets"], out, row_tokens=task.sizes()["seq"]).run(
+        progress=progress)
     return _final_val(json.loads((out / "metrics.json").read_text()))
 
 
@@ -49,11 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.iters:
         cfg["train"].update(max_iters=args.iters, lr_decay_iters=args.iters)
     if args.train_tyr:
-        from pytyr.train.lm_task import train_language_model
+        from pytyr.pipeline import LeanModels
+        from pytyr.train.run import train
 
         cfg_tyr = {**cfg, "out": str(args.out / "tyr")}
-        train_language_model(Path("examples/gpt/GPT.lean"), "gpt", cfg_tyr, source=str(args.config),
-                             progress=not args.quiet)
+        train(LeanModels("examples/gpt/GPT.lean"), "gpt", cfg_tyr, str(args.config),
+              progress=not args.quiet)
         args.tyr_metrics = args.out / "tyr" / "metrics.json"
     tyr_val = _final_val(json.loads(args.tyr_metrics.read_text()))
     plain_val = train_plain(cfg, args.out / "plain", progress=not args.quiet)

@@ -61,6 +61,11 @@ class ConfigError(TyrError):
     """A bad configuration value: names the key and what was expected."""
 
 
+class CheckpointError(TyrError):
+    """A training checkpoint that is missing, incomplete or does not fit the run; lists every
+    problem found."""
+
+
 class DataError(TyrError):
     """A data file (token shard, corpus cache) that is malformed: names the file and the problem."""
 

@@ -2,15 +2,38 @@
 
 The graph made by our own checker goes through the same validator as a graph from any other
 front end (the C ABI), as JSON, so the harness only ever runs what it has checked itself.
+`ModelDecl` is what a model's *declaration* says before any value is given: where it is, and
+each tensor input's dtype and dims, so a task can be matched to a model by its types.
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 from .ir.graph import Graph
 from .ir.validate import load_graph
 from .lean import LeanSignatures, instantiate_model, load
+
+
+@dataclasses.dataclass(frozen=True)
+class InputDecl:
+    """A tensor argument of a model: `idx : IT #[b, t]` → ("idx", "i64", ("b", "t"), "IT #[b, t]").
+    A dim is the name of one of the model's `Nat` binders, a literal, or None (an expression
+    such as `c.inputs`, known only once the config is)."""
+
+    name: str
+    dtype: str
+    dims: tuple[str | int | None, ...]
+    text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelDecl:
+    name: str
+    where: str  # "file:line:col" of the declaration
+    inputs: tuple[InputDecl, ...]
+    dim_binders: tuple[str, ...]  # the model's own `Nat` arguments (`b`, `t`)
 
 
 class LeanModels:
@@ -21,10 +44,37 @@ class LeanModels:
         self.prog = load(self.path)
         self.signatures = LeanSignatures(self.prog)
 
+    @property
+    def origin(self) -> dict[str, str]:
+        return {"file": str(self.path)}
+
     def graph(self, model: str, values: dict[str, Any]) -> Graph:
         graph = instantiate_model(self.prog, model, values)
         return load_graph(graph.to_json(indent=None), self.signatures,
                           source=f"{self.path}:{model}")
+
+    def declaration(self, model: str) -> ModelDecl:
+        from .lean.terms import App, Arr, Lit, Var, show
+
+        info = self.prog.find_model(model)
+        el = self.prog.elab
+        nats = {p.uid: p.name for p in info.params if el.whnf(p.type) == App("Nat")}
+        inputs = []
+        for p in info.params:
+            ty = el.whnf(p.type)
+            if not (isinstance(ty, App) and ty.head in ("torch.T", "torch.IT") and ty.args
+                    and isinstance(ty.args[0], Arr)):
+                continue
+            dims: list[str | int | None] = []
+            for d in ty.args[0].items:
+                d = el.whnf(d)
+                dims.append(nats.get(d.uid) if isinstance(d, Var) else
+                            d.n if isinstance(d, Lit) else None)
+            inputs.append(InputDecl(p.name, "i64" if ty.head == "torch.IT" else "f32",
+                                    tuple(dims), show(ty).replace("torch.", "")))
+        pos = info.pos
+        return ModelDecl(info.name, f"{pos.file}:{pos.line}:{pos.col}", tuple(inputs),
+                         tuple(nats.values()))
 
 
 def graph_from_lean(path: str | Path, model: str, values: dict[str, Any]) -> Graph:

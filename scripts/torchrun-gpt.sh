@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Train the Lean GPT data parallel on this machine: NPROC processes under torchrun (gloo on
-# CPU, NCCL with GPUs; TYR_DIST_BACKEND=gloo|nccl overrides). model.b in the config stays the
-# global batch, split among the processes; only rank 0 writes the run directory (runs/gpt).
+# CPU, NCCL with GPUs; TYR_DIST_BACKEND=gloo|nccl overrides). train.batch in the config stays
+# the global batch, split among the processes; only rank 0 writes the run directory, by default
+# runs/gpt-torchrun-NPROC (never the main job's runs/gpt; `--set out=DIR` to choose).
 #
 #   scripts/torchrun-gpt.sh [NPROC] [-- extra tyr train args]     NPROC defaults to 2
 #   scripts/torchrun-gpt.sh 2 -- --set train.max_iters=200 -q
@@ -34,4 +35,4 @@ python=${PYTHON:-$root/.venv/bin/python}
 
 # `python -m torch.distributed.run` is torchrun, from the interpreter that has pytyr.
 exec "$python" -m torch.distributed.run --standalone --nproc_per_node="$nproc" \
-  -m pytyr.cli train examples/gpt/GPT.lean --model gpt "$@"
+  -m pytyr.cli train examples/gpt/GPT.lean --model gpt --set "out=runs/gpt-torchrun-$nproc" "$@"

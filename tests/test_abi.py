@@ -6,7 +6,6 @@ Python checker produced, embedded in its source when the test builds it. Variant
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -15,6 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import torch
 
 from pytyr.abi import loader
 from pytyr.abi.loader import ModelLibrary, open_library
@@ -338,32 +338,45 @@ def test_missing_or_unloadable_files(tmp_path):
         open_library(text)
 
 
-# ---- tyr run --------------------------------------------------------------------------------
+# ---- tyr train --lib / tyr run --lib -------------------------------------------------------
 
-def _run(argv: list[str]) -> int:
-    from pytyr.abi.commands import register
+def _tyr(argv: list[str]) -> int:
+    from pytyr.cli import main
 
-    parser = argparse.ArgumentParser(prog="tyr")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.fn(args)
+    return main(argv)
 
 
-def test_tyr_run_trains_a_model_from_a_library(libs, tmp_path, capsys):
+def test_tyr_train_trains_a_model_from_a_library(libs, tmp_path, capsys):
     cfg = tmp_path / "cfg.json"
-    cfg.write_text(json.dumps({"model": CFG, "task": {"train_size": 256, "test_size": 64},
-                               "train": {"lr": 0.01}, "out": str(tmp_path / "run")}))
-    assert _run(["run", "--lib", str(libs["good"]), "--model", "mlp", "--config", str(cfg),
-                 "--steps", "5", "-q"]) == 0
+    cfg.write_text(json.dumps({
+        "model": CFG, "task": {"name": "classification", "train_size": 256, "test_size": 64},
+        "train": {"lr": 0.01, "batch": CFG["b"], "max_iters": 5, "eval_interval": 5},
+        "out": str(tmp_path / "run")}))
+    assert _tyr(["train", "--lib", str(libs["good"]), "--model", "mlp", "--config", str(cfg),
+                 "-q"]) == 0
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    assert metrics["model"] == "mlp" and len(metrics["history"]) == 5
-    assert _run(["run", "--lib", str(libs["good"]), "--model", "mlp", "--config", str(cfg),
-                 "--eval"]) == 0
-    assert "test accuracy" in capsys.readouterr().out
+    assert metrics["steps"] == 5 and "val_accuracy" in metrics["final"]
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["origin"] == {"lib": str(libs["good"])}
 
 
-def test_tyr_run_reports_library_problems(libs, tmp_path):
-    with pytest.raises(AbiError, match="speaks Tyr ABI version 2"):
-        _run(["run", "--lib", str(libs["v2"]), "--model", "mlp", "--set", "model.b=32"])
-    with pytest.raises(AbiError, match="no model named 'gpt'"):
-        _run(["run", "--lib", str(libs["good"]), "--model", "gpt"])
+def test_tyr_run_runs_a_library_model_forward(libs, tmp_path, capsys):
+    from pytyr.safetensors import load_file, write_file
+
+    b = CFG["b"]
+    write_file({"x": torch.randn(b, CFG["c"]["inputs"]), "y": torch.zeros(b, dtype=torch.int64)},
+               tmp_path / "in.safetensors")
+    args = ["run", "--lib", str(libs["good"]), "--model", "mlp", "--inputs",
+            str(tmp_path / "in.safetensors"), "-o", str(tmp_path / "out.safetensors")]
+    sets = [x for k, v in CFG["c"].items() for x in ("--set", f"model.c.{k}={v}")]
+    assert _tyr(args + sets + ["--set", f"model.b={b}"]) == 0
+    out = load_file(tmp_path / "out.safetensors")
+    assert list(out["out0"].shape) == [b, CFG["c"]["classes"]] and out["out1"].ndim == 0
+
+
+def test_library_problems_are_one_line(libs, tmp_path, capsys):
+    cfg = ["--set", "task.name=classification", "--set", "model.b=32", "--set", "train.batch=32"]
+    assert _tyr(["train", "--lib", str(libs["v2"]), "--model", "mlp", *cfg]) == 1
+    assert "speaks Tyr ABI version 2" in capsys.readouterr().err
+    assert _tyr(["train", "--lib", str(libs["good"]), "--model", "gpt", *cfg]) == 1
+    assert "no model named 'gpt'" in capsys.readouterr().err

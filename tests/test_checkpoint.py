@@ -2,15 +2,14 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 
 import numpy as np
 import pytest
-import safetensors.torch
 import torch
 from torch import nn
 
+from pytyr.safetensors import load_file
 from pytyr.train import checkpoint
 from pytyr.train.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 
@@ -45,12 +44,12 @@ def test_round_trip(tmp_path):
     torch.manual_seed(11)
     np.random.seed(12)
     random.seed(13)
-    path = save_checkpoint(tmp_path / "ckpt", module=m, optimizer=opt, step=7,
+    path = save_checkpoint(tmp_path / "ckpt", module=m, optimizers=opt, step=7,
                            config={"lr": 0.01}, extra={"data": {"step": 3}, "history": [1.5]})
     assert sorted(p.name for p in path.iterdir()) == [
-        "model.safetensors", "optimizer.pt", "state.json"]
+        "model.safetensors", "optimizer.safetensors", "state.json"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
-    assert set(safetensors.torch.load_file(path / "model.safetensors")) == {
+    assert set(load_file(path / "model.safetensors")) == {
         "emb.weight", "head.weight", "head.bias"}
     torch.rand(5), np.random.rand(5), random.random()  # move every RNG on
     m2, opt2 = _model_and_opt(1)
@@ -68,7 +67,7 @@ def test_round_trip(tmp_path):
 def test_tied_weights_are_saved(tmp_path):
     m, opt = _model_and_opt()
     m.head.weight = m.emb.weight
-    save_checkpoint(tmp_path / "c", module=m, optimizer=None, step=1)
+    save_checkpoint(tmp_path / "c", module=m, optimizers=None, step=1)
     m2 = Tiny(seed=3)
     m2.head.weight = m2.emb.weight
     load_checkpoint(tmp_path / "c", m2)
@@ -76,10 +75,10 @@ def test_tied_weights_are_saved(tmp_path):
 
 
 @pytest.mark.parametrize("fail_at",
-                         ["torch.save", "state", "fsync", "first rename", "second rename"])
+                         ["optimizer", "state", "fsync", "first rename", "second rename"])
 def test_crash_mid_save_leaves_previous_checkpoint_loadable(tmp_path, monkeypatch, fail_at):
     m_old, opt_old = _model_and_opt(0)
-    path = save_checkpoint(tmp_path / "ckpt", module=m_old, optimizer=opt_old, step=1)
+    path = save_checkpoint(tmp_path / "ckpt", module=m_old, optimizers=opt_old, step=1)
     m_new, opt_new = _model_and_opt(5)
 
     class Crash(Exception):
@@ -88,14 +87,16 @@ def test_crash_mid_save_leaves_previous_checkpoint_loadable(tmp_path, monkeypatc
     def crash(*a, **k):
         raise Crash(fail_at)
 
-    if fail_at == "torch.save":
-        monkeypatch.setattr(checkpoint.torch, "save", crash)  # after model.safetensors is written
+    if fail_at == "optimizer":  # after model.safetensors is written
+        real_write = checkpoint.write_file
+        monkeypatch.setattr(checkpoint, "write_file", lambda t, p, m=None: crash() if
+                            p.name == "optimizer.safetensors" else real_write(t, p, m))
     elif fail_at == "state":
         monkeypatch.setattr(checkpoint.Path, "write_text", crash)
     elif fail_at == "fsync":
         monkeypatch.setattr(checkpoint, "_fsync", crash)
     else:
-        real, calls = os.replace, []
+        real, calls = checkpoint._rename, []
 
         def replace(src, dst):
             calls.append(src)
@@ -103,22 +104,22 @@ def test_crash_mid_save_leaves_previous_checkpoint_loadable(tmp_path, monkeypatc
                 raise Crash(fail_at)
             real(src, dst)
 
-        monkeypatch.setattr(checkpoint.os, "replace", replace)
+        monkeypatch.setattr(checkpoint, "_rename", replace)
     with pytest.raises(Crash):
-        save_checkpoint(path, module=m_new, optimizer=opt_new, step=2)
+        save_checkpoint(path, module=m_new, optimizers=opt_new, step=2)
     monkeypatch.undo()
     m, opt = _model_and_opt(9)
     assert load_checkpoint(path, m, opt)["step"] == 1
     assert _same(m, m_old)
     # The next save recovers and completes normally.
-    save_checkpoint(path, module=m_new, optimizer=opt_new, step=2)
+    save_checkpoint(path, module=m_new, optimizers=opt_new, step=2)
     assert load_checkpoint(path, m, opt)["step"] == 2 and _same(m, m_new)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
 
 
 def test_mismatches_are_listed_together(tmp_path):
     m, opt = _model_and_opt()
-    save_checkpoint(tmp_path / "c", module=m, optimizer=opt, step=1)
+    save_checkpoint(tmp_path / "c", module=m, optimizers=opt, step=1)
 
     class Other(nn.Module):
         def __init__(self):
@@ -133,10 +134,10 @@ def test_mismatches_are_listed_together(tmp_path):
         load_checkpoint(tmp_path / "c", other)
     msg = str(e.value)
     assert "(4 problems)" in msg
-    for part in ("missing from the checkpoint: extra.bias [2]",
-                 "missing from the checkpoint: extra.weight [2, 2]",
-                 "not in the module: head.bias [5]",
-                 "shape of emb.weight: checkpoint [5, 4], module [6, 4]"):
+    for part in ("missing: 'extra.weight' (the model expects F32 [2, 2])",
+                 "missing: 'extra.bias' (the model expects F32 [2])",
+                 "unexpected: 'head.bias' (F32 [5] in the file)",
+                 "shape: 'emb.weight' is [5, 4] in the file, [6, 4] in the model"):
         assert part in msg
     assert all(torch.equal(a, b) for a, b in zip(before, other.state_dict().values()))
 
@@ -145,12 +146,12 @@ def test_missing_and_damaged_files(tmp_path):
     m, opt = _model_and_opt()
     with pytest.raises(CheckpointError, match="no checkpoint"):
         load_checkpoint(tmp_path / "none", m)
-    path = save_checkpoint(tmp_path / "c", module=m, optimizer=opt, step=1)
-    (path / "optimizer.pt").unlink()
+    path = save_checkpoint(tmp_path / "c", module=m, optimizers=opt, step=1)
+    (path / "optimizer.safetensors").unlink()
     with open(path / "model.safetensors", "ab") as f:
         f.write(b"junk")
     with pytest.raises(CheckpointError, match=r"model.safetensors has \d+ bytes, "
-                                              r"state.json says \d+; optimizer.pt is missing"):
+                                              r"state.json says \d+; optimizer.safetensors is missing"):
         load_checkpoint(path, m, opt)
     (path / "state.json").unlink()
     with pytest.raises(CheckpointError, match="state.json is missing"):
@@ -159,8 +160,8 @@ def test_missing_and_damaged_files(tmp_path):
 
 def test_no_optimizer_saved(tmp_path):
     m, opt = _model_and_opt()
-    path = save_checkpoint(tmp_path / "c", module=m, optimizer=None, step=1)
-    assert "optimizer.pt" not in json.loads((path / "state.json").read_text())["files"]
+    path = save_checkpoint(tmp_path / "c", module=m, optimizers=None, step=1)
+    assert "optimizer.safetensors" not in json.loads((path / "state.json").read_text())["files"]
     with pytest.raises(CheckpointError, match="no optimizer state"):
         load_checkpoint(path, m, opt)
 
@@ -168,5 +169,5 @@ def test_no_optimizer_saved(tmp_path):
 def test_extra_must_be_json(tmp_path):
     m, opt = _model_and_opt()
     with pytest.raises(CheckpointError, match="not JSON-serialisable"):
-        save_checkpoint(tmp_path / "c", module=m, optimizer=opt, step=1, extra={"x": object()})
+        save_checkpoint(tmp_path / "c", module=m, optimizers=opt, step=1, extra={"x": object()})
     assert not (tmp_path / "c").exists() and not (tmp_path / "c.tmp").exists()

@@ -25,17 +25,26 @@ def test_check_reports_located_errors_and_fails(tmp_path, capsys):
     assert "1 error in 1 file(s)" in err
 
 
-def test_graph_prints_ir(capsys):
-    assert main(["graph", MLP, "--model", "mlp", "--config", "examples/mlp/config.json",
-                 "--set", "b=4"]) == 0
+def test_graph_prints_ir(tmp_path, capsys):
+    # the same --set keys as `tyr train`: the task's batch fills the model's b
+    assert main(["graph", MLP, "--model", "mlp", "--set", "train.batch=4"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["inputs"][0]["shape"] == [4, 2]
+    # without a task, every value comes from the model table
+    assert main(["graph", MLP, "--model", "mlp", "--config", str(_write_model_only(tmp_path))]) == 0
+    assert json.loads(capsys.readouterr().out)["inputs"][1]["shape"] == [5]
+
+
+def _write_model_only(tmp_path):
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps({"model": {"c": {"inputs": 2, "hidden": 8, "classes": 3},
+                                          "b": 5}}))
+    return path
 
 
 def test_graph_names_a_bad_key(capsys):
-    assert main(["graph", MLP, "--model", "mlp", "--set", "c.inputs=2", "--set", "c.hidden=8",
-                 "--set", "c.classes=3", "--set", "c.width=1", "--set", "b=4"]) == 1
-    assert "unknown key c.width" in capsys.readouterr().err
+    assert main(["graph", MLP, "--model", "mlp", "--set", "model.c.width=1"]) == 1
+    assert "unknown key c.width for MLPConfig" in capsys.readouterr().err
 
 
 def test_validate_accepts_and_rejects(tmp_path, capsys):
@@ -56,7 +65,7 @@ def test_validate_accepts_and_rejects(tmp_path, capsys):
 @pytest.mark.parametrize("override,frag", [
     ("train.stepz=3", "unknown key 'train.stepz'"),
     ("train.lr=fast", "'train.lr' must be"),
-    ("model.b=-3", "'b' must be a natural number"),
+    ("model.b=-3", "with b = -3 (model.b) but task 'classification' feeds x : T [batch=128"),
     ("task.name=mnist", "unknown task 'mnist'"),
 ])
 def test_train_rejects_bad_config_before_training(override, frag, capsys):
@@ -66,11 +75,11 @@ def test_train_rejects_bad_config_before_training(override, frag, capsys):
 
 @pytest.mark.slow
 def test_train_mlp_reaches_95_percent(tmp_path, capsys):
-    rc = main(["train", MLP, "--model", "mlp", "--set", f"out={tmp_path}", "--set", "train.steps=300",
-               "-q"])
+    rc = main(["train", MLP, "--model", "mlp", "--set", f"out={tmp_path}",
+               "--set", "train.max_iters=300", "-q"])
     assert rc == 0
     metrics = json.loads((tmp_path / "metrics.json").read_text())
-    assert metrics["test_accuracy"] >= 0.95
+    assert metrics["final"]["val_accuracy"] >= 0.95
     assert (tmp_path / "loss.png").stat().st_size > 1000
 
 

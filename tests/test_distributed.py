@@ -14,18 +14,18 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
 
 from pytyr.cli import main
 from pytyr.errors import ConfigError
+from pytyr.safetensors import load_file
 from pytyr.train import distributed
-from test_lm_task import GPT, TINY
+from test_train_gpt import GPT, TINY
 
 pytestmark = pytest.mark.skipif(not torch.distributed.is_available(),
                                 reason="this torch build has no torch.distributed")
 
 ROOT = Path(__file__).resolve().parents[1]
-GLOBAL_B = 8  # model.b is the global batch: 4 windows per rank with 2 processes
+GLOBAL_B = 8  # train.batch is the global batch: 4 windows per rank with 2 processes
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,7 @@ def cache(tmp_path_factory):
 
 
 def _args(out: Path, cache: Path, *extra: str) -> list[str]:
-    return ["train", GPT, "--model", "gpt", *TINY, "--set", f"model.b={GLOBAL_B}",
+    return ["train", GPT, "--model", "gpt", *TINY, "--set", f"train.batch={GLOBAL_B}",
             "--set", f"out={out}", "--set", f"task.cache_dir={cache}", *extra]
 
 
@@ -69,9 +69,8 @@ def test_two_processes_train_like_one_with_the_global_batch(tmp_path, cache, cap
     assert out.count("model gpt from") == 1 and out.count("wrote ") == 1  # rank 0 only
     assert "2 processes, batch 4 each" in out
     state = json.loads((two / "ckpt" / "state.json").read_text())
-    assert state["step"] == 8 and state["config"]["batch"] == GLOBAL_B // 2
-    assert state["extra"]["data"]["rank"] == 0 and state["extra"]["data"]["world"] == 2
-    assert len(state["extra"]["rank_rng"]) == 2
+    assert state["step"] == 8 and state["config"]["batch"] == GLOBAL_B
+    assert state["extra"]["world"] == 2 and len(state["extra"]["rank_rng"]) == 2
     assert sorted(p.name for p in two.iterdir()) == [
         "ckpt", "loss.png", "metrics.json", "run.json", "sample.txt"]  # no .tmp/.old leftovers
 
@@ -95,7 +94,7 @@ def test_a_resumed_two_process_run_continues_exactly(tmp_path, cache):
     _torchrun(part, cache, *dropout, "--set", "train.max_iters=8", "--resume")
     assert len(_losses(part)) == 8 and _losses(part) == _losses(full)
     assert _history(part)["evals"] == _history(full)["evals"]
-    a, b = (load_file(str(r / "ckpt" / "model.safetensors")) for r in (full, part))
+    a, b = (load_file(r / "ckpt" / "model.safetensors") for r in (full, part))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
@@ -110,9 +109,6 @@ def test_dist_env_and_batch_errors():
         distributed.DistEnv.from_env({"RANK": "2", "WORLD_SIZE": "2"})
     with pytest.raises(ConfigError, match="WORLD_SIZE must be an integer, got 'two'"):
         distributed.DistEnv.from_env({"WORLD_SIZE": "two"})
-    assert distributed.per_rank_batch(12, 4) == 3
-    with pytest.raises(ConfigError, match="global batch 12 \\(model.b\\) does not divide among 5"):
-        distributed.per_rank_batch(12, 5)
 
 
 def test_alone_the_helpers_do_nothing():
@@ -127,3 +123,55 @@ def test_alone_the_helpers_do_nothing():
         distributed.barrier()
     with pytest.raises(ConfigError, match="backend 'nosuch' is not available"):
         distributed.init("nosuch", distributed.DistEnv(world=2, master_addr="x", master_port=1))
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_ranks_exit_soon_after_the_launcher_dies(tmp_path, cache):
+    import signal
+    import time
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TYR_DIST_BACKEND": "gloo"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "-m", "pytyr.cli", *_args(tmp_path / "run", cache, "--set", "train.max_iters=100000")]
+    launcher = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while len(ranks := _children(launcher.pid)) < 2:
+            assert time.monotonic() < deadline, "the ranks did not start"
+            assert launcher.poll() is None, "torchrun ended early"
+            time.sleep(0.2)
+        time.sleep(3)  # well into start-up or training
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait()
+        deadline = time.monotonic() + 10
+        while any(_alive(r) for r in ranks) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = [r for r in ranks if _alive(r)]
+        assert not left, f"ranks {left} outlived their launcher by 10 s"
+    finally:
+        for r in _children(launcher.pid) + [launcher.pid]:
+            try:
+                os.kill(r, signal.SIGKILL)
+            except OSError:
+                pass

@@ -1,1 +1,2 @@
-"""Training: the loop, the parameter tree (Lean's TensorStruct mirrored), example tasks."""
+"""Training: the one engine (`engine.py`) driven by tasks (`task.py`, `tasks/`), with its
+config (`settings.py`), optimizers, checkpoints, distributed helpers and sampling."""

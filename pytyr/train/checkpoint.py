@@ -1,14 +1,19 @@
-"""Training checkpoints: written atomically as a whole, loaded with every problem listed.
+"""Training checkpoints: written atomically as a whole, read back through `pytyr.safetensors`.
 
 A checkpoint is a directory:
-  model.safetensors  the module's state_dict, keyed by parameter path (`blocks.0.attn.w_q`)
-  optimizer.pt       the optimizer's state_dict (torch.save; loaded with weights_only=True)
-  state.json         step, config, RNG states (torch, numpy, python), `extra` (data cursor,
-                     loss history, ...), and the byte size of each file above
+  model.safetensors      the module's state_dict, keyed by parameter path (`blocks.0.attn.c_attn`)
+  optimizer.safetensors  every optimizer's tensor state, keyed `<optimizer>.<param>.<name>`
+  state.json             step, config, RNG states (torch, numpy, python), the optimizers'
+                         groups and non-tensor state, `extra` (loss history, ...), and the
+                         byte size of each file above
+
+Both tensor files are written and read by the project's own safetensors writer and validating
+reader: no pickle, and a damaged file is named with the rule it breaks. Loading lists every
+mismatch between the file and the module at once (`pytyr.safetensors.load_model`).
 
 Atomicity, with `D` the checkpoint directory: everything is written into `D.tmp/` and
 fsynced; then `D` (if any) is renamed to `D.old`, `D.tmp` to `D`, and `D.old` removed. Each
-rename is atomic, so at every instant `D` or `D.old` is a complete checkpoint; `load_checkpoint`
+rename is atomic, so at every instant `D` or `D.old` is a complete checkpoint; `resolve`
 falls back to `D.old` when `D` is missing, and the next save first puts `D.old` back.
 """
 from __future__ import annotations
@@ -22,18 +27,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import safetensors.torch
 import torch
 from torch import nn
 
-from pytyr.errors import TyrError
+from pytyr.errors import CheckpointError, SafeTensorsError
+from pytyr.safetensors import SafeTensorsFile, load_model, write_file
 
-FORMAT = 1
-MODEL_FILE, OPTIM_FILE, STATE_FILE = "model.safetensors", "optimizer.pt", "state.json"
+FORMAT = 2
+MODEL_FILE, OPTIM_FILE, STATE_FILE = "model.safetensors", "optimizer.safetensors", "state.json"
+_rename = os.replace  # the two renames that publish a checkpoint (tests interrupt them)
 
-
-class CheckpointError(TyrError):
-    """A checkpoint that is missing, incomplete or does not fit the module; lists problems."""
+__all__ = ["CheckpointError", "capture_rng", "restore_rng", "save_checkpoint", "resolve",
+           "read_state", "load_checkpoint"]
 
 
 def _fsync(path: Path) -> None:
@@ -82,9 +87,9 @@ def restore_rng(state: dict[str, Any]) -> None:
              for s in state["cuda"]])
 
 
-def _tensors_for_file(module: nn.Module) -> dict[str, torch.Tensor]:
-    """The state_dict on CPU, contiguous; tensors sharing memory (tied weights) are cloned,
-    since safetensors refuses aliased storage."""
+def _module_tensors(module: nn.Module) -> dict[str, torch.Tensor]:
+    """The state_dict on CPU; tensors sharing memory (tied weights) are cloned, since the
+    format refuses aliased storage."""
     out: dict[str, torch.Tensor] = {}
     seen: set[int] = set()
     for key, t in module.state_dict().items():
@@ -97,54 +102,74 @@ def _tensors_for_file(module: nn.Module) -> dict[str, torch.Tensor]:
     return out
 
 
+def _split_optimizer(optimizers: list[torch.optim.Optimizer]
+                     ) -> tuple[dict[str, torch.Tensor], list[dict[str, Any]]]:
+    """Tensor state as `<o>.<param>.<name>` tensors; groups and the other state as JSON."""
+    tensors: dict[str, torch.Tensor] = {}
+    rest = []
+    for o, opt in enumerate(optimizers):
+        sd = opt.state_dict()
+        scalars: dict[str, dict[str, Any]] = {}
+        for pid, entries in sd["state"].items():
+            for name, v in entries.items():
+                if isinstance(v, torch.Tensor):
+                    tensors[f"{o}.{pid}.{name}"] = v.detach().cpu().contiguous()
+                else:
+                    scalars.setdefault(str(pid), {})[name] = v
+        rest.append({"param_groups": sd["param_groups"], "scalars": scalars})
+    return tensors, rest
+
+
+def _tuples(group: dict[str, Any]) -> dict[str, Any]:
+    """JSON turned the tuples of a param group (`betas`) into lists; torch expects tuples."""
+    return {k: tuple(v) if isinstance(v, list) and v and all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) for x in v) and k != "params"
+        else v for k, v in group.items()}
+
+
 def save_checkpoint(directory: str | os.PathLike[str], *, module: nn.Module,
-                    optimizer: torch.optim.Optimizer | None, step: int,
-                    config: dict[str, Any] | None = None,
+                    optimizers: list[torch.optim.Optimizer] | torch.optim.Optimizer | None,
+                    step: int, config: dict[str, Any] | None = None,
                     extra: dict[str, Any] | None = None) -> Path:
     """Save a complete checkpoint at `directory` atomically (see module doc); return it.
 
-    `config` and `extra` must be JSON-serialisable (`extra` carries e.g. the data cursor
-    `RandomBatches.state_dict()` and the loss history). The global RNG states are captured
-    here, so call this at the point where training would continue.
+    `config` and `extra` must be JSON-serialisable. The global RNG states are captured here,
+    so call this at the point where training would continue.
     """
     final = Path(directory)
+    opts = [] if optimizers is None else (
+        list(optimizers) if isinstance(optimizers, (list, tuple)) else [optimizers])
     tmp, old = final.with_name(final.name + ".tmp"), final.with_name(final.name + ".old")
+    opt_tensors, opt_rest = _split_optimizer(opts)
     state = {"format": FORMAT, "step": int(step), "config": config or {},
-             "rng": capture_rng(), "extra": extra or {}}
+             "rng": capture_rng(), "optimizers": opt_rest, "extra": extra or {}}
     try:
         json.dumps(state, allow_nan=False)  # fail before writing megabytes of tensors
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{final}: config/extra are not JSON-serialisable: {e}") from None
     final.parent.mkdir(parents=True, exist_ok=True)
     if old.exists() and not final.exists():
-        os.replace(old, final)  # a crash between the two renames of an earlier save
+        _rename(old, final)  # a crash between the two renames of an earlier save
     shutil.rmtree(old, ignore_errors=True)
     shutil.rmtree(tmp, ignore_errors=True)  # a crash mid-write of an earlier save
     tmp.mkdir()
-    _write_files(tmp, module, optimizer, state)
-    if final.exists():
-        os.replace(final, old)
-        _fsync(final.parent)
-    os.replace(tmp, final)
-    _fsync(final.parent)
-    shutil.rmtree(old, ignore_errors=True)
-    return final
-
-
-def _write_files(tmp: Path, module: nn.Module, optimizer: torch.optim.Optimizer | None,
-                 state: dict[str, Any]) -> None:
-    """Fill the temporary directory and fsync it; state.json records the others' sizes."""
-    safetensors.torch.save_file(_tensors_for_file(module), str(tmp / MODEL_FILE),
-                                metadata={"step": str(state["step"])})
+    write_file(_module_tensors(module), tmp / MODEL_FILE,
+               {"format": "pt", "step": str(state["step"])})
     files = [MODEL_FILE]
-    if optimizer is not None:
-        torch.save(optimizer.state_dict(), tmp / OPTIM_FILE)
+    if opts:
+        write_file(opt_tensors, tmp / OPTIM_FILE, {"optimizers": str(len(opts))})
         files.append(OPTIM_FILE)
     state["files"] = {name: (tmp / name).stat().st_size for name in files}
     (tmp / STATE_FILE).write_text(json.dumps(state, indent=1, allow_nan=False), encoding="utf-8")
-    for name in (*files, STATE_FILE):
-        _fsync(tmp / name)
+    _fsync(tmp / STATE_FILE)
     _fsync(tmp)
+    if final.exists():
+        _rename(final, old)
+        _fsync(final.parent)
+    _rename(tmp, final)
+    _fsync(final.parent)
+    shutil.rmtree(old, ignore_errors=True)
+    return final
 
 
 def resolve(directory: str | os.PathLike[str]) -> Path:
@@ -166,11 +191,12 @@ def read_state(directory: str | os.PathLike[str]) -> dict[str, Any]:
         raise CheckpointError(f"{where}: not a checkpoint: {STATE_FILE} is missing")
     try:
         state = json.loads(state_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise CheckpointError(f"{state_path}: unreadable: {e}") from None
-    if state.get("format") != FORMAT:
-        raise CheckpointError(f"{state_path}: unsupported checkpoint format "
-                              f"{state.get('format')!r} (expected {FORMAT})")
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        got = state.get("format") if isinstance(state, dict) else None
+        raise CheckpointError(f"{state_path}: unsupported checkpoint format {got!r} "
+                              f"(expected {FORMAT})")
     problems = []
     for name, size in state.get("files", {}).items():
         path = where / name
@@ -184,44 +210,52 @@ def read_state(directory: str | os.PathLike[str]) -> dict[str, Any]:
     return state
 
 
+def _load_optimizers(where: Path, state: dict[str, Any],
+                     opts: list[torch.optim.Optimizer]) -> None:
+    saved = state.get("optimizers", [])
+    if OPTIM_FILE not in state.get("files", {}) or not saved:
+        raise CheckpointError(f"{where}: no optimizer state was saved ({OPTIM_FILE})")
+    if len(saved) != len(opts):
+        raise CheckpointError(f"{where}: the checkpoint has {len(saved)} optimizer(s), this "
+                              f"run has {len(opts)}")
+    with SafeTensorsFile(where / OPTIM_FILE) as f:
+        tensors = {name: f.tensor(name).clone() for name in f.names()}
+    for o, (opt, rest) in enumerate(zip(opts, saved)):
+        entries: dict[int, dict[str, Any]] = {}
+        for name, t in tensors.items():
+            oi, pid, key = name.split(".", 2)
+            if int(oi) == o:
+                entries.setdefault(int(pid), {})[key] = t
+        for pid, scalars in rest["scalars"].items():
+            entries.setdefault(int(pid), {}).update(scalars)
+        try:
+            opt.load_state_dict({"state": entries,
+                                 "param_groups": [_tuples(g) for g in rest["param_groups"]]})
+        except (ValueError, KeyError, RuntimeError) as e:
+            raise CheckpointError(f"{where / OPTIM_FILE} does not fit optimizer {o}: {e}") from None
+
+
 def load_checkpoint(directory: str | os.PathLike[str], module: nn.Module,
-                    optimizer: torch.optim.Optimizer | None = None, *,
-                    restore_rng_state: bool = True) -> dict[str, Any]:
-    """Load the checkpoint at `directory` into `module` (and `optimizer`); return its state
+                    optimizers: list[torch.optim.Optimizer] | torch.optim.Optimizer | None = None,
+                    *, restore_rng_state: bool = True) -> dict[str, Any]:
+    """Load the checkpoint at `directory` into `module` (and the optimizers); return its state
     (step, config, extra, rng, path). Restores the global RNG states unless told not to.
 
-    Every mismatch between the file and the module (missing keys, unexpected keys, shapes,
+    Every mismatch between the file and the module (missing and unexpected keys, shapes,
     dtypes) is listed in one CheckpointError; nothing is loaded in that case.
     """
     state = read_state(directory)
     where = Path(state["path"])
     try:
-        saved = safetensors.torch.load_file(str(where / MODEL_FILE))
-    except Exception as e:  # safetensors raises its own error types for corrupt files
-        raise CheckpointError(f"{where / MODEL_FILE}: unreadable: {e}") from None
-    own = module.state_dict()
-    problems = [f"missing from the checkpoint: {k} {list(own[k].shape)}"
-                for k in own if k not in saved]
-    problems += [f"not in the module: {k} {list(saved[k].shape)}" for k in saved if k not in own]
-    for k in own.keys() & saved.keys():
-        if own[k].shape != saved[k].shape:
-            problems.append(f"shape of {k}: checkpoint {list(saved[k].shape)}, "
-                            f"module {list(own[k].shape)}")
-        elif own[k].dtype != saved[k].dtype:
-            problems.append(f"dtype of {k}: checkpoint {saved[k].dtype}, module {own[k].dtype}")
-    if problems:
-        raise CheckpointError(f"{where / MODEL_FILE} does not fit the module "
-                              f"({len(problems)} problem{'s' if len(problems) != 1 else ''}):\n"
-                              + "\n".join(f"  - {p}" for p in sorted(problems)))
-    module.load_state_dict(saved)
-    if optimizer is not None:
-        if OPTIM_FILE not in state.get("files", {}):
-            raise CheckpointError(f"{where}: no optimizer state was saved ({OPTIM_FILE})")
+        load_model(module, where / MODEL_FILE)
+    except SafeTensorsError as e:
+        raise CheckpointError(str(e)) from None
+    if optimizers is not None:
+        opts = list(optimizers) if isinstance(optimizers, (list, tuple)) else [optimizers]
         try:
-            opt_state = torch.load(where / OPTIM_FILE, map_location="cpu", weights_only=True)
-            optimizer.load_state_dict(opt_state)
-        except (ValueError, KeyError, RuntimeError) as e:
-            raise CheckpointError(f"{where / OPTIM_FILE} does not fit the optimizer: {e}") from None
+            _load_optimizers(where, state, opts)
+        except SafeTensorsError as e:
+            raise CheckpointError(str(e)) from None
     if restore_rng_state:
         restore_rng(state["rng"])
     return state

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from pytyr.errors import ConfigError
+from pytyr.process import watch_launcher
 
 BACKEND_VAR = "TYR_DIST_BACKEND"  # forces a backend, e.g. gloo on a machine with GPUs
 
@@ -146,18 +147,6 @@ def device() -> torch.device:
     return torch.device("cpu")
 
 
-def per_rank_batch(global_batch: Any, world_size: int, source: str = "config") -> int:
-    """Each rank's share of `global_batch`; a ConfigError when the ranks cannot share it."""
-    if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
-        raise ConfigError(f"{source}: the global batch (model.b) must be a positive integer "
-                          f"to split among {world_size} processes, got {global_batch!r}")
-    if global_batch % world_size:
-        raise ConfigError(f"{source}: the global batch {global_batch} (model.b) does not divide "
-                          f"among {world_size} processes; make it a multiple of {world_size} "
-                          "or use another number of processes")
-    return global_batch // world_size
-
-
 def wrap(module: nn.Module) -> nn.Module:
     """`module` in DistributedDataParallel when training with other ranks, else itself.
     DDP broadcasts rank 0's parameters at construction, so the ranks start equal."""
@@ -226,9 +215,12 @@ def cleanup() -> None:
 @contextlib.contextmanager
 def session(backend: str | None = None) -> Iterator[DistEnv]:
     """Join the group torchrun describes for the body, and leave it after (also on errors);
-    a group the caller had already joined is used and left alone. Alone: does nothing."""
+    a group the caller had already joined is used and left alone. Alone: does nothing.
+    Under a launcher, the process ends when the launcher dies (`pytyr.process`)."""
     env = DistEnv.from_env()
     joined = env.distributed and not is_initialized()
+    if env.distributed:
+        watch_launcher()
     init(backend, env)
     try:
         yield env

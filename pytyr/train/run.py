@@ -1,161 +1,267 @@
-"""`tyr train`: a Lean model, a task and a training config, end to end.
+"""`tyr train`, `tyr sample` and `tyr run`: a model source, a config, a task, the engine.
 
-The config is JSON with these tables; every key is checked before anything runs, so a typo
-fails in a second with the key named instead of after an hour of training:
-  model   argument values of the @[model] def (dims, config structures)
-  task    the data: {"name": "spirals", ...} or {"name": "shakespeare_char"}
-  train   optimiser and schedule (spirals: SCHEMA below; language models: `lm.LMConfig`)
-  sample  language models: what to generate after training (`lm_task.SAMPLE_KEYS`)
-  out     directory for the run's outputs (checkpoint, loss curve PNG, metrics JSON)
+A model source is a checked Lean file (`pytyr.pipeline.LeanModels`) or a compiled model
+library (`pytyr.abi.LibraryModels`): both give `graph(model, values)`, `declaration(model)`
+(None for a library, whose types are only seen in its graphs) and `origin` (for run.json).
+
+`train` does, in this order, and stops at the first problem with one message:
+config → task and sampler tables → the model's dims filled from the task's roles → graph →
+graph against the task's feeds → data (rank 0 first) → outputs against the data's sizes →
+module → the engine's loop → sample. The run directory then holds `run.json` (what made the
+run: origin, model, values, task, sample), `ckpt/`, `metrics.json`, `loss.png` and, for tasks
+that sample, `sample.txt`; `tyr sample --run DIR` needs nothing else.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from ..atomic import atomic_write_text
-from ..errors import ConfigError
-
-SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
-    "task": {"name": str, "train_size": int, "test_size": int, "seed": int},
-    "train": {"steps": int, "lr": (int, float), "weight_decay": (int, float), "warmup": int,
-              "grad_clip": (int, float, type(None)), "seed": int, "eval_every": int},
-}
-TOP = {"model": dict, "task": dict, "train": dict, "sample": dict, "out": str}
-TASKS = ("spirals", "shakespeare_char")
-
-
-def check_config(cfg: dict[str, Any], source: str) -> None:
-    for key, value in cfg.items():
-        if key not in TOP:
-            raise ConfigError(f"{source}: unknown key '{key}' (known: {', '.join(TOP)})")
-        if not isinstance(value, TOP[key]):
-            raise ConfigError(f"{source}: '{key}' must be a {TOP[key].__name__}, got {value!r}")
-    for key in ("model", "task", "train"):
-        if key not in cfg:
-            raise ConfigError(f"{source}: missing table '{key}'")
-    name = cfg["task"].get("name", "spirals")
-    if name not in TASKS:
-        raise ConfigError(f"{source}: unknown task '{name}' (known: {', '.join(TASKS)})")
-    if name != "spirals":
-        return  # the language-model path checks its own tables
-    if "sample" in cfg:
-        raise ConfigError(f"{source}: 'sample' is only for language-model tasks")
-    for table, fields in SCHEMA.items():
-        for key, value in cfg.get(table, {}).items():
-            if key not in fields:
-                raise ConfigError(f"{source}: unknown key '{table}.{key}' "
-                                  f"(known: {', '.join(fields)})")
-            want = fields[key]
-            if isinstance(value, bool) or not isinstance(value, want):
-                names = " or ".join(t.__name__ for t in (want if isinstance(want, tuple) else (want,)))
-                raise ConfigError(f"{source}: '{table}.{key}' must be {names}, got {value!r}")
+from pytyr.atomic import atomic_write_text
+from pytyr.config import merge
+from pytyr.errors import ConfigError
+from pytyr.ir.graph import Graph
+from pytyr.paths import input_dir, input_file, output_dir, output_file
+from pytyr.pipeline import ModelDecl, module_from_graph
+from pytyr.train.match import check_graph, fill_dims
+from pytyr.train.settings import load_run_config
+from pytyr.train.task import Feed, TaskContext
+from pytyr.train.tasks import sample_options, task_class, task_options
 
 
-def plot_losses(history: list[dict[str, float]], path: Path, title: str) -> None:
-    import matplotlib
+class ModelSource(Protocol):
+    origin: dict[str, str]
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    def graph(self, model: str, values: dict[str, Any]) -> Graph: ...
 
-    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=120)
-    ax.plot([h["step"] for h in history], [h["loss"] for h in history], lw=1, label="train loss")
-    evals = [h for h in history if "test_accuracy" in h]
-    if evals:
-        ax2 = ax.twinx()
-        ax2.plot([h["step"] for h in evals], [h["test_accuracy"] for h in evals], "o-",
-                 color="tab:green", label="test accuracy")
-        ax2.set_ylabel("test accuracy")
-        ax2.set_ylim(0, 1)
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss")
-    ax.set_yscale("log")
-    ax.set_title(title)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
+    def declaration(self, model: str) -> ModelDecl | None: ...
 
 
-def train_from_config(file: Path, model: str, cfg: dict[str, Any], *, source: str,
-                      progress: bool = True, resume: bool = False) -> int:
-    check_config(cfg, source)
-    task = cfg["task"]
-    if task.get("name", "spirals") == "shakespeare_char":
-        from .lm_task import train_language_model
-
-        return train_language_model(file, model, cfg, source=source, progress=progress,
-                                    resume=resume)
-    if resume:
-        raise ConfigError(f"{source}: --resume is for language-model tasks (checkpointed)")
-    from ..pipeline import graph_from_lean
-
-    return train_graph(graph_from_lean(file, model, cfg["model"]), cfg, source=source,
-                       origin=str(file), progress=progress)
+def _where(source: ModelSource, decl: ModelDecl | None, model: str) -> str:
+    return decl.where if decl is not None else f"{next(iter(source.origin.values()))}:{model}"
 
 
-def _spirals(graph: Any, cfg: dict[str, Any], source: str) -> tuple[Any, ...]:
-    from . import tasks
+class Forward:
+    """A module called with a dict of named inputs (in the graph's input order)."""
 
-    task = cfg["task"]
-    seed = task.get("seed", 0)
-    x, y = tasks.make_dataset(task.get("train_size", 4096), seed)
-    xt, yt = tasks.make_dataset(task.get("test_size", 2048), seed + 1)
-    if not graph.inputs or x.shape[1:] != tuple(graph.inputs[0].shape[1:]):
-        got = list(graph.inputs[0].shape) if graph.inputs else "missing"
-        raise ConfigError(f"{source}: the task's points have {x.shape[1]} features but the "
-                          f"model's first input is {got}")
-    return x, y, xt, yt, seed
+    def __init__(self, module: Any, graph: Graph):
+        self.module, self.names = module, [i.name for i in graph.inputs]
+
+    def __call__(self, batch: dict[str, Any]) -> tuple[Any, ...]:
+        import torch
+
+        with torch.no_grad():
+            return tuple(self.module(*[batch[n] for n in self.names]))
 
 
-def evaluate_graph(graph: Any, cfg: dict[str, Any], *, source: str, origin: str) -> int:
-    """Test accuracy of a graph's initial weights on its task (`tyr run --eval`)."""
+def load_weights(module: Any, weights: dict[str, Any], where: str) -> None:
+    """Copy `weights` (name → tensor) into `module`, after listing every mismatch at once."""
+    from pytyr.errors import SafeTensorsError
+    from pytyr.safetensors import DType, TensorSpec, expected_specs, fit_problems
+
+    specs = {k: TensorSpec(k, DType.from_torch(t.dtype), tuple(t.shape))
+             for k, t in weights.items()}
+    problems = fit_problems(expected_specs(module), specs)
+    if problems:
+        raise SafeTensorsError(where, "model-mismatch", f"the weights do not fit the model "
+                               f"({len(problems)} problem{'s' * (len(problems) != 1)})", problems)
+    module.load_state_dict({k: weights[k] for k in module.state_dict()}, strict=True)
+
+
+def make_factory(source: ModelSource, default_model: str, values: dict[str, Any],
+                 weights: dict[str, Any], where: str = "the trained weights") -> Any:
+    """`factory(model | None, feeds, sizes) -> Forward` holding `weights` (see task.py)."""
+    cache: dict[Any, Forward] = {}
+
+    def factory(model: str | None, feeds: dict[str, Feed], sizes: dict[str, int]) -> Forward:
+        name = model or default_model
+        key = (name, tuple(sorted(sizes.items())))
+        if key not in cache:
+            decl = source.declaration(name)
+            graph = source.graph(name, fill_dims(decl, values, feeds, sizes, "sampler"))
+            module = module_from_graph(graph)
+            load_weights(module, weights, where)
+            cache[key] = Forward(module.eval(), graph)
+        return cache[key]
+
+    return factory
+
+
+def graph_values(source: ModelSource, model: str, raw: dict[str, Any], where: str
+                 ) -> dict[str, Any]:
+    """The model's values for `tyr graph`: the config's `model` table, plus the dims its
+    task's feeds determine (as `tyr train` would instantiate it on one process)."""
+    cfg = load_run_config(raw, where)
+    if not cfg.task:
+        return dict(cfg.model)
+    cls = task_class(cfg.task, where)
+    micro, _ = cfg.train.accumulation(1, where)
+    task = cls(task_options(cls, cfg.task, where), TaskContext(micro, cfg.train.seed))
+    return fill_dims(source.declaration(model), cfg.model, task.feeds(), task.sizes(),
+                     task.name, partial=True)
+
+
+def _instantiator(source: ModelSource, default_model: str, values: dict[str, Any]) -> Any:
+    """Like `make_factory`, but only builds (and so type-checks) the graph."""
+    def instantiate(model: str | None, feeds: dict[str, Feed], sizes: dict[str, int]) -> Graph:
+        name = model or default_model
+        return source.graph(name, fill_dims(source.declaration(name), values, feeds, sizes,
+                                            "sampler"))
+
+    return instantiate
+
+
+def train(source: ModelSource, model: str, raw: dict[str, Any], where: str, *,
+          resume: bool = False, progress: bool = True) -> int:
+    from pytyr.train import distributed
+
+    cfg = load_run_config(raw, where)
+    cls = task_class(cfg.task, where)
+    options = task_options(cls, cfg.task, where)
+    sampling = sample_options(cls, cfg.sample, where)
+    out = output_dir(cfg.out or f"runs/{model}", "run directory")
+    with distributed.session() as env:
+        micro, accum = cfg.train.accumulation(env.world, where)
+        task = cls(options, TaskContext(micro, cfg.train.seed, distributed.rank(), env.world,
+                                        where))
+        decl = source.declaration(model)
+        values = fill_dims(decl, cfg.model, task.feeds(), task.sizes(), task.name)
+        graph = source.graph(model, values)
+        place = _where(source, decl, model)
+        check_graph(graph, place, task.feeds(), task.expects(), task.sizes(), task.name,
+                    cfg.model)
+        with distributed.main_first():  # rank 0 builds caches; the others read them
+            about = task.prepare()
+        sizes = {**task.sizes(), **task.data_sizes()}
+        check_graph(graph, place, task.feeds(), task.expects(), sizes, task.name, cfg.model)
+        task.check_sampling(_instantiator(source, model, cfg.model), sampling)
+        return _train(source, graph, model, cfg, task, sampling, out, sizes, accum, about,
+                      resume, progress)
+
+
+def _train(source: ModelSource, graph: Graph, model: str, cfg: Any, task: Any, sampling: Any, out: Path, sizes: dict[str, int], accum: int, about: str,
+           resume: bool, progress: bool) -> int:
+    from pytyr.train import distributed
+    from pytyr.train.engine import Engine, resolve_device
+
+    device = resolve_device(cfg.train.device)
+    module = module_from_graph(graph, seed=cfg.train.seed).to(device)
+    main = distributed.is_main()
+    world = distributed.world()
+    if main:
+        n = sum(p.numel() for p in module.parameters())
+        print(f"model {graph.model} from {next(iter(source.origin.values()))}: "
+              f"{len(graph.nodes)} nodes, {n:,} parameters; task {task.name}: {about}"
+              + (f"; {world} processes, batch {sizes['batch']} each" if world > 1 else "")
+              + (f"; {accum} micro-batches per step" if accum > 1 else "")
+              + (f"; on {device}" if device.type != "cpu" else ""))
+        atomic_write_text(out / "run.json", json.dumps(
+            {"origin": source.origin, "model": model, "values": cfg.model,
+             "task": task.describe_for_run(), "sample": cfg.sample,
+             "train": dataclasses.asdict(cfg.train)}, indent=1))
+    engine = Engine(module, task, cfg.train, [i.name for i in graph.inputs], out, accum=accum,
+                    row_tokens=sizes.get("seq", 1), title=f"{graph.model} on {task.name}")
+    history = engine.run(resume=resume, progress=progress)
+    if not main:
+        return 0
+    last = history["evals"][-1]
+    print(f"step {last['step']}: " + ", ".join(f"{k} {v:.4f}" for k, v in last.items()
+                                               if k != "step"))
+    wrote = [out / "ckpt", out / "loss.png", out / "metrics.json"]
+    weights = {k: v.detach().cpu() for k, v in module.state_dict().items()}
+    text = task.sample(make_factory(source, model, cfg.model, weights), sampling)
+    if text is not None:
+        atomic_write_text(out / "sample.txt", text)
+        wrote.append(out / "sample.txt")
+    print(f"wrote {', '.join(map(str, wrote))}")
+    if text is not None:
+        print("--- sample ---\n" + text)
+    return 0
+
+
+def read_run(run_dir: Path) -> dict[str, Any]:
+    """run.json of a run directory, checked to be one."""
+    input_dir(run_dir, "run directory")
+    from pytyr.config import read_json
+
+    run = read_json(run_dir / "run.json", "run record (run.json of `tyr train`)")
+    for key in ("origin", "model", "values", "task"):
+        if key not in run:
+            raise ConfigError(f"{run_dir}/run.json: missing '{key}'; is this the output "
+                              f"directory of `tyr train`?")
+    return run
+
+
+def run_weights(run_dir: Path) -> dict[str, Any]:
+    """The trained weights of a run (its checkpoint), read through the validating reader."""
+    from pytyr.safetensors import SafeTensorsFile
+    from pytyr.train.checkpoint import MODEL_FILE, resolve
+
+    path = resolve(run_dir / "ckpt") / MODEL_FILE
+    input_file(path, "checkpoint")
+    with SafeTensorsFile(path) as f:
+        return {name: f.tensor(name).clone() for name in f.names()}
+
+
+def sample(source: ModelSource, run_dir: Path, overrides: dict[str, Any]) -> str:
+    """`tyr sample --run DIR`: the run's task and trained weights, its sampling options with
+    `overrides` on top."""
+    run = read_run(run_dir)
+    where = f"{run_dir}/run.json"
+    cls = task_class(run["task"], where)
+    if cls.SampleOptions is None:
+        raise ConfigError(f"{run_dir}: task '{cls.name}' does not sample")
+    options = sample_options(cls, merge(run.get("sample", {}), overrides), "the command line")
+    task = cls(task_options(cls, run["task"], where), TaskContext(1, 0))
+    task.prepare()
+    factory = make_factory(source, run["model"], run["values"], run_weights(run_dir),
+                           str(run_dir / "ckpt"))
+    text = task.sample(factory, options)
+    return "" if text is None else text
+
+
+def forward(source: ModelSource, model: str, values: dict[str, Any], inputs_path: Path,
+            out_path: Path, *, weights: dict[str, Any] | None, weights_from: str = "",
+            seed: int = 0) -> dict[str, Any]:
+    """`tyr run`: the model's outputs for the tensors of a safetensors file (keyed by input
+    name; the model's dims follow from their shapes), written as safetensors `out0`, `out1`...
+    Returns the outputs."""
     import torch
 
-    from ..pipeline import module_from_graph
-    from . import tasks
+    from pytyr.safetensors import SafeTensorsFile, write_file
 
-    _, _, xt, yt, _ = _spirals(graph, cfg, source)
-    module = module_from_graph(graph, seed=cfg["train"].get("seed", 0)).eval()
-    with torch.no_grad():
-        acc = tasks.accuracy(module, xt, yt, graph.inputs[0].shape[0])
-    print(f"model {graph.model} from {origin}: {len(graph.nodes)} nodes; "
-          f"test accuracy {acc:.2%} (initial weights, no training)")
-    return 0
-
-
-def train_graph(graph: Any, cfg: dict[str, Any], *, source: str, origin: str,
-                progress: bool = True) -> int:
-    """Train a validated graph on the spirals task: from a Lean file or a compiled library."""
-    from ..pipeline import module_from_graph
-    from . import tasks
-    from .loop import train
-
-    x, y, xt, yt, seed = _spirals(graph, cfg, source)
-    batch = graph.inputs[0].shape[0]
-    tc = {"steps": 500, "lr": 1e-2, "weight_decay": 0.0, "warmup": 0, "grad_clip": 1.0,
-          "seed": 0, **cfg["train"]}
-    module = module_from_graph(graph, seed=tc["seed"])
-
-    def evaluate(m: Any) -> dict[str, float]:
-        return {"test_accuracy": tasks.accuracy(m, xt, yt, batch)}
-
-    print(f"model {graph.model} from {origin}: {len(graph.nodes)} nodes, "
-          f"{sum(1 for _ in module.parameters())} parameter tensors, "
-          f"{sum(p.numel() for p in module.parameters()):,} weights")
-    history = train(module, tasks.batches(x, y, batch, seed), steps=tc["steps"], lr=tc["lr"],
-                    weight_decay=tc["weight_decay"], warmup=tc["warmup"],
-                    grad_clip=tc["grad_clip"], eval_fn=evaluate,
-                    eval_every=tc.get("eval_every", max(tc["steps"] // 10, 1)),
-                    progress=progress, seed=tc["seed"])
-    final = history[-1]
-    out = Path(cfg.get("out", "runs/" + graph.model))
-    plot_losses(history, out / "loss.png", f"{graph.model}: training loss")
-    atomic_write_text(out / "metrics.json", json.dumps(
-        {"model": graph.model, "origin": origin, "final_loss": final["loss"],
-         "test_accuracy": final["test_accuracy"], "history": history}, indent=1))
-    print(f"step {int(final['step'])}: loss {final['loss']:.4f}, "
-          f"test accuracy {final['test_accuracy']:.2%}")
-    print(f"wrote {out / 'loss.png'} and {out / 'metrics.json'}")
-    return 0
+    input_file(inputs_path, "inputs file")
+    output_file(out_path, "outputs file")
+    with SafeTensorsFile(inputs_path) as f:
+        tensors = {n: f.tensor(n).clone() for n in f.names()}
+    feeds, sizes = {}, {}
+    for name, t in tensors.items():
+        dtype = "i64" if not t.is_floating_point() else "f32"
+        roles = tuple(f"{name}[{i}]" for i in range(t.ndim))
+        feeds[name] = Feed(dtype, roles)
+        sizes.update(zip(roles, t.shape))
+    decl = source.declaration(model)
+    graph = source.graph(model, fill_dims(decl, values, feeds, sizes, f"inputs {inputs_path}"))
+    place = _where(source, decl, model)
+    batch = {}
+    for i in graph.inputs:
+        if i.name not in tensors:
+            raise ConfigError(f"{inputs_path}: no tensor '{i.name}' for the input "
+                              f"{i.name} : {i.type} of model '{graph.model}' ({place})")
+        t = tensors[i.name]
+        if tuple(t.shape) != tuple(i.shape):
+            raise ConfigError(f"{inputs_path}: tensor '{i.name}' has shape {list(t.shape)}, the "
+                              f"model's input {i.name} : {i.type} ({place})")
+        batch[i.name] = t.to(torch.int64 if i.dtype == "i64" else torch.float32)
+    extra = sorted(set(tensors) - {i.name for i in graph.inputs})
+    if extra:
+        raise ConfigError(f"{inputs_path}: tensor '{extra[0]}' is no input of model "
+                          f"'{graph.model}' (its inputs: {', '.join(i.name for i in graph.inputs)})")
+    module = module_from_graph(graph, seed=seed)
+    if weights is not None:
+        load_weights(module, weights, weights_from)
+    outputs = Forward(module.eval(), graph)(batch)
+    named = {o.name: t.contiguous() for o, t in zip(graph.outputs, outputs)}
+    write_file(named, out_path, {"model": graph.model})
+    return named

@@ -1,0 +1,253 @@
+"""The one training loop: any graph, any task, resumable bit for bit, torchrun-aware.
+
+`Engine(module, task, cfg, input_names, out_dir).run(resume=...)` trains `module` (a lowered
+graph whose last output is the scalar loss) on `task`'s batches:
+
+- each optimizer step takes `accum` micro-batches per process (`TrainConfig.accumulation`);
+  micro-batch `k` is `task.batch(k)` passed through the task's `step_inputs` hook with a
+  `StepRNG(seed, k)`, so the whole data stream is a pure function of the step;
+- the rate follows `settings.lr_multiplier` for every optimizer group; gradients are clipped
+  to `grad_clip` (the norm is always measured); AdamW is fused where torch has it, Muon is
+  the alternative (`optim.py`); the forward runs under autocast when `precision` says so;
+- every `eval_interval` steps (and at step 0 and the end) the task's fixed evaluation batches
+  are run and their metrics averaged over batches and ranks;
+- every `checkpoint_interval` steps (and at the end) rank 0 writes a checkpoint holding
+  every rank's RNG state, so `run(resume=True)` continues exactly where the run was.
+
+Under torchrun (`distributed.py`) the module is wrapped in DDP (gradient sync only on a
+step's last micro-batch), logged values are means over the ranks, and only rank 0 writes.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from pytyr.errors import ConfigError, TyrError
+from pytyr.train import distributed
+from pytyr.train.checkpoint import (capture_rng, load_checkpoint, read_state, resolve,
+                                    restore_rng, save_checkpoint)
+from pytyr.train.optim import make_optimizers, set_rate
+from pytyr.train.report import write_outputs
+from pytyr.train.settings import TrainConfig, lr_multiplier
+from pytyr.train.task import Batch, StepRNG, Task
+
+History = dict[str, list[dict[str, float]]]
+_AUTOCAST = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_device(name: str) -> torch.device:
+    """`cpu`, `cuda` or `auto` (cuda where available) as a device; under NCCL, this rank's."""
+    if distributed.is_initialized():
+        return distributed.device()
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("train.device is 'cuda' but torch sees no CUDA device here; use "
+                          "'cpu' or 'auto'")
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def trajectory(cfg: TrainConfig) -> dict[str, Any]:
+    """The config values that decide the run's path (a resume must keep them)."""
+    full = dataclasses.asdict(cfg)
+    return {k: full[k] for k in TrainConfig.TRAJECTORY}
+
+
+class Engine:
+    def __init__(self, module: nn.Module, task: Task, cfg: TrainConfig, input_names: list[str],
+                 out_dir: str | Path, *, accum: int = 1, row_tokens: int = 1,
+                 title: str = "training"):
+        self.module, self.task, self.cfg = module, task, cfg
+        self.names = list(input_names)
+        self.out_dir = Path(out_dir)
+        self.ckpt = self.out_dir / "ckpt"
+        self.accum = accum
+        self.row_tokens = row_tokens  # tokens per row, for the speed in tokens/s
+        self.title = title
+        self.rank, self.world = distributed.rank(), distributed.world()
+        params = [p for p in module.parameters() if p.requires_grad]
+        if not params:
+            raise ConfigError("the model has no trainable parameters")
+        self.params = params
+        self.device = params[0].device
+        self.optimizers = make_optimizers(module, cfg, self.device)
+        self.scaler = torch.amp.GradScaler(self.device.type,
+                                           enabled=cfg.precision == "float16")
+        self.history: History = {"steps": [], "evals": []}
+
+    # -- one batch ----------------------------------------------------------------------------
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.cfg.precision == "float32":
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=_AUTOCAST[self.cfg.precision])
+
+    def _inputs(self, batch: Batch) -> list[torch.Tensor]:
+        return [batch[n].to(self.device, non_blocking=True) for n in self.names]
+
+    def forward(self, model: nn.Module, batch: Batch) -> tuple[torch.Tensor, ...]:
+        with self._autocast():
+            out = model(*self._inputs(batch))
+        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+    def micro_batch(self, k: int) -> Batch:
+        rng = StepRNG(self.cfg.seed, k, self.rank, self.world)
+        return self.task.step_inputs(self.task.batch(k), rng)
+
+    # -- evaluation ---------------------------------------------------------------------------
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        was = self.module.training
+        self.module.eval()
+        record: dict[str, float] = {}
+        for split in self.task.splits:
+            sums: dict[str, float] = {}
+            n = 0
+            for batch in self.task.eval_batches(split, self.cfg.eval_iters):
+                metrics = self.task.eval_metrics(batch, self.forward(self.module, batch))
+                for k, v in metrics.items():
+                    sums[k] = sums.get(k, 0.0) + float(v)
+                n += 1
+            for k, v in sums.items():
+                record[split if k == "loss" else f"{split}_{k}"] = v / max(n, 1)
+        self.module.train(was)
+        return distributed.mean_over_ranks(record)
+
+    # -- resume -------------------------------------------------------------------------------
+    def _check_resume(self, state: dict[str, Any]) -> None:
+        # The process count first: it also changes the per-rank batch, a confusing diff alone.
+        saved_world = state.get("extra", {}).get("world", 1)
+        if saved_world != self.world:
+            raise ConfigError(f"{self.ckpt}: the checkpoint was written by a run of "
+                              f"{saved_world} process(es) and this run has {self.world}; "
+                              f"resume with {saved_world} (torchrun "
+                              f"--nproc_per_node={saved_world})")
+        saved, now = state["config"], trajectory(self.cfg)
+        diff = [f"{k}: checkpoint {saved.get(k)!r}, now {now[k]!r}"
+                for k in now if _jsonable(saved.get(k)) != _jsonable(now[k])]
+        if diff:
+            raise ConfigError(f"{self.ckpt}: cannot resume with a different configuration ("
+                              + "; ".join(diff) + "); use a new out directory to start over")
+
+    def _restore(self) -> int:
+        if not (resolve(self.ckpt) / "state.json").is_file():
+            raise ConfigError(f"{self.ckpt}: no checkpoint to resume from; run without "
+                              "--resume to start a new run")
+        self._check_resume(read_state(self.ckpt))  # before touching the module
+        state = load_checkpoint(self.ckpt, self.module, self.optimizers)
+        extra = state["extra"]
+        if "rank_rng" in extra:
+            restore_rng(extra["rank_rng"][self.rank])
+        if "scaler" in extra:
+            self.scaler.load_state_dict(extra["scaler"])
+        self.history = extra["history"]
+        return int(state["step"])
+
+    def _save(self, step: int) -> None:
+        rngs = distributed.gather(capture_rng())  # None for a process alone
+        if not distributed.is_main():
+            return
+        extra: dict[str, Any] = {"history": self.history, "world": self.world}
+        if rngs is not None:
+            extra["rank_rng"] = rngs
+        if self.scaler.is_enabled():
+            extra["scaler"] = self.scaler.state_dict()
+        save_checkpoint(self.ckpt, module=self.module, optimizers=self.optimizers, step=step,
+                        config=_jsonable(trajectory(self.cfg)), extra=extra)
+
+    # -- the loop -----------------------------------------------------------------------------
+    def run(self, *, resume: bool = False, progress: bool = True) -> History:
+        """Train to `max_iters`; return the history `{"steps": [{"step", "loss", "lr",
+        "grad_norm"}], "evals": [{"step", "<split>", "<split>_<metric>"}]}`."""
+        # The run's randomness (dropout) draws from the global generators; the fork leaves
+        # the caller's torch state as it was.
+        with torch.random.fork_rng(devices=[]):
+            if resume:
+                start = self._restore()
+            else:
+                torch.manual_seed(self.cfg.seed + self.rank)
+                start = 0
+            self.module.train()
+            if start == 0:
+                self.history["evals"].append({"step": 0, **self.evaluate()})
+            speed = self._loop(start, progress and distributed.is_main())
+        if distributed.is_main():
+            write_outputs(self.out_dir, trajectory(self.cfg), self.history, speed, self.title)
+        distributed.barrier()  # the outputs exist when any rank returns
+        return self.history
+
+    def _step(self, model: nn.Module, it: int) -> float:
+        total = 0.0
+        for micro in range(self.accum):
+            batch = self.micro_batch(it * self.accum + micro)
+            last = micro == self.accum - 1
+            sync = contextlib.nullcontext() if last or not hasattr(model, "no_sync") \
+                else model.no_sync()
+            with sync:
+                loss = self.forward(model, batch)[-1]
+                if loss.ndim != 0:
+                    raise ConfigError(f"the model's last output has shape {list(loss.shape)}; "
+                                      "the loss must be a scalar")
+                self.scaler.scale(loss / self.accum).backward()
+            total += float(loss.detach())
+        return total / self.accum
+
+    def _loop(self, start: int, progress: bool) -> float | None:
+        cfg = self.cfg
+        model = distributed.wrap(self.module)
+        bar = tqdm(total=cfg.max_iters, initial=start, disable=not progress, desc="train",
+                   unit="step", dynamic_ncols=True)
+        tokens = cfg.batch * self.row_tokens
+        t0, done = time.perf_counter(), 0
+        for it in range(start, cfg.max_iters):
+            mult = lr_multiplier(it, cfg)
+            set_rate(self.optimizers, mult)
+            for opt in self.optimizers:
+                opt.zero_grad(set_to_none=True)
+            value = distributed.mean_over_ranks({"loss": self._step(model, it)})["loss"]
+            if not math.isfinite(value):
+                raise TyrError(f"train: the loss is {value} at step {it + 1}; try a lower "
+                               "train.lr or train.grad_clip")
+            for opt in self.optimizers:
+                self.scaler.unscale_(opt)
+            # An infinite bound makes clip_grad_norm_ only measure the global norm.
+            norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip or math.inf)
+            for opt in self.optimizers:
+                self.scaler.step(opt)
+            self.scaler.update()
+            step = it + 1
+            self.history["steps"].append({"step": step, "loss": value,
+                                          "lr": cfg.lr * mult, "grad_norm": float(norm)})
+            bar.update(1)
+            done += 1
+            if step % cfg.log_interval == 0 or step == cfg.max_iters:
+                speed = done * tokens / max(time.perf_counter() - t0, 1e-9)
+                bar.set_postfix(loss=f"{value:.4f}", lr=f"{cfg.lr * mult:.2e}",
+                                tok_s=f"{speed:,.0f}", refresh=False)
+            if step % cfg.eval_interval == 0 or step == cfg.max_iters:
+                record = self.evaluate()
+                self.history["evals"].append({"step": step, **record})
+                if progress:
+                    bar.write(f"step {step}: " + ", ".join(
+                        f"{k} {v:.4f}" for k, v in record.items()))
+            if step % cfg.checkpoint_interval == 0 or step == cfg.max_iters:
+                self._save(step)
+        bar.close()
+        elapsed = time.perf_counter() - t0
+        return done * tokens / elapsed if done else None
+
+
+def _jsonable(value: Any) -> Any:
+    """Tuples as lists, recursively: how a value reads back from JSON."""
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value

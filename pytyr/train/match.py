@@ -1,0 +1,116 @@
+"""A model fits a task by its types: dims filled from the task's roles, then checked.
+
+`fill_dims` runs before instantiation: for every input the task feeds, each dim of the
+model's declared type that is one of the model's own `Nat` binders (`b`, `t` in
+`idx : IT #[b, t]`) takes the size of the task's role (`batch`, `seq`), so configs never
+repeat what the task already knows. `check_graph` runs on the instantiated graph: every
+input's dtype and dims, the scalar loss, and the outputs the task reads, against the role
+sizes (the data's `vocab` included). Each mismatch is one error naming the model argument,
+what the task feeds and where the model is declared.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pytyr.errors import ConfigError
+from pytyr.ir.graph import Graph, TensorType
+from pytyr.pipeline import ModelDecl
+from pytyr.train.task import Expect, Feed
+
+
+def _feeds_text(feeds: dict[str, Feed], sizes: dict[str, int]) -> str:
+    return ", ".join(f"{n} : {f.show(sizes)}" for n, f in feeds.items())
+
+
+def fill_dims(decl: ModelDecl | None, values: dict[str, Any], feeds: dict[str, Feed],
+              sizes: dict[str, int], task: str, *, partial: bool = False) -> dict[str, Any]:
+    """`values` plus the model's dim binders that the task's feeds determine. A compiled
+    library's model (no declaration) gets `values` unchanged: its graph is checked after.
+    `partial` (for `tyr graph`) uses the feeds the model has and requires nothing."""
+    if decl is None:
+        return dict(values)
+    head = f"{decl.where}: model '{decl.name}'"
+    inputs = {i.name: i for i in decl.inputs}
+    if partial:
+        feeds = {n: f for n, f in feeds.items() if n in inputs}
+        inputs = {n: i for n, i in inputs.items() if n in feeds}
+        decl = ModelDecl(decl.name, decl.where, tuple(inputs.values()), decl.dim_binders)
+    for i in decl.inputs:
+        if i.name not in feeds:
+            raise ConfigError(f"{head} takes input '{i.name}' : {i.text}, which task '{task}' "
+                              f"does not feed (it feeds {_feeds_text(feeds, sizes)})")
+    for name, f in feeds.items():
+        if name not in inputs:
+            raise ConfigError(f"{head} has no input '{name}', which task '{task}' feeds as "
+                              f"{f.show(sizes)} (the model's inputs: "
+                              f"{', '.join(f'{i.name} : {i.text}' for i in decl.inputs)})")
+    out = dict(values)
+    for name, f in feeds.items():
+        i = inputs[name]
+        if i.dtype != f.dtype or len(i.dims) != len(f.dims):
+            raise ConfigError(f"{head}: argument '{name}' : {i.text} but task '{task}' feeds "
+                              f"{name} : {f.show(sizes)}")
+        for dim, role in zip(i.dims, f.dims):
+            if not isinstance(dim, str) or role not in sizes:
+                continue
+            given = out.setdefault(dim, sizes[role])
+            if given != sizes[role]:
+                raise ConfigError(f"{head}: argument '{name}' : {i.text} with {dim} = "
+                                  f"{given!r} (model.{dim}) but task '{task}' feeds {name} : "
+                                  f"{f.show(sizes)}; leave model.{dim} out, the task sets it")
+    return out
+
+
+def _leaves(values: Any, prefix: str = "model") -> list[tuple[str, Any]]:
+    if isinstance(values, dict):
+        return [kv for k, v in values.items() for kv in _leaves(v, f"{prefix}.{k}")]
+    return [(prefix, values)]
+
+
+def _hint(values: dict[str, Any], dims: tuple[int, ...], want: tuple[int | None, ...]) -> str:
+    """Which config values gave the wrong dims (`model.c.vocab is 65`), when that is clear."""
+    bad = {d for d, w in zip(dims, want) if w is not None and d != w}
+    keys = [f"{k} is {v}" for k, v in _leaves(values)
+            if isinstance(v, int) and not isinstance(v, bool) and v in bad]
+    return f" ({', '.join(keys)})" if keys else ""
+
+
+def _fits(t: TensorType, dtype: str, roles: tuple[str, ...], sizes: dict[str, int]) -> bool:
+    return (t.dtype == dtype and len(t.shape) == len(roles)
+            and all(r not in sizes or sizes[r] == d for r, d in zip(roles, t.shape)))
+
+
+def check_graph(graph: Graph, where: str, feeds: dict[str, Feed], expects: list[Expect],
+                sizes: dict[str, int], task: str, values: dict[str, Any]) -> None:
+    """Raise a ConfigError for the first way `graph` does not fit the task (see module doc)."""
+    head = f"{where}: model '{graph.model}'"
+    have = {i.name: i for i in graph.inputs}
+    for name, f in feeds.items():
+        if name not in have:
+            raise ConfigError(f"{head} has no input '{name}', which task '{task}' feeds "
+                              f"as {f.show(sizes)}")
+        t = have[name].type
+        if not _fits(t, f.dtype, f.dims, sizes):
+            want = tuple(sizes.get(r) for r in f.dims)
+            raise ConfigError(f"{head}: argument '{name}' is {t} but task '{task}' feeds "
+                              f"{name} : {f.show(sizes)}{_hint(values, t.shape, want)}")
+    unfed = [i.name for i in graph.inputs if i.name not in feeds]
+    if unfed:
+        raise ConfigError(f"{head} takes input '{unfed[0]}', which task '{task}' does not feed "
+                          f"(it feeds {_feeds_text(feeds, sizes)})")
+    types = graph.types()
+    outs = [types[o.ref] for o in graph.outputs]
+    if not outs or outs[-1] != TensorType((), "f32"):
+        shown = " × ".join(map(str, outs)) or "nothing"
+        raise ConfigError(f"{head} returns {shown}; to be trained its last output must be the "
+                          f"loss, a scalar T #[]")
+    for e in expects:
+        if e.index >= len(outs) - 1:
+            raise ConfigError(f"{head} returns {len(outs)} outputs; task '{task}' reads output "
+                              f"{e.index} ({e.what}) before the loss")
+        t = outs[e.index]
+        if not _fits(t, "f32", e.dims, sizes):
+            want = tuple(sizes.get(r) for r in e.dims)
+            shown = ", ".join(f"{r}={sizes[r]}" if r in sizes else r for r in e.dims)
+            raise ConfigError(f"{head}: output {e.index} ({e.what}) is {t} but task '{task}' "
+                              f"expects T [{shown}]{_hint(values, t.shape, want)}")

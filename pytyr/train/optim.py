@@ -1,0 +1,61 @@
+"""Optimizers of a run, from `TrainConfig`: fused AdamW, or Muon for matrices with AdamW.
+
+Every group carries its peak rate as `initial_lr`; `set_rate(optimizers, m)` sets each
+group's rate to `initial_lr * m`, so one schedule (`settings.lr_multiplier`) drives any mix
+of optimizers and per-group rates (Muon's matrices, embeddings, head, scalars).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from pytyr.train.muon import make_optimizers as make_muon
+from pytyr.train.settings import TrainConfig
+
+
+def param_groups(module: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """AdamW groups: weight decay on parameters of rank >= 2 only (matrices, embeddings)."""
+    decay, no_decay = [], []
+    for p in module.parameters():
+        if p.requires_grad:
+            (decay if p.ndim >= 2 else no_decay).append(p)
+    groups = [{"params": decay, "weight_decay": weight_decay}]
+    if no_decay:
+        groups.append({"params": no_decay, "weight_decay": 0.0})
+    return [g for g in groups if g["params"]]
+
+
+def fused_available(device: torch.device) -> bool:
+    """Whether torch has a fused AdamW kernel for parameters on `device`."""
+    from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
+
+    return device.type in _get_fused_kernels_supported_devices()
+
+
+def make_optimizers(module: nn.Module, cfg: TrainConfig,
+                    device: torch.device) -> list[torch.optim.Optimizer]:
+    betas = (cfg.beta1, cfg.beta2)
+    fused = cfg.fused if cfg.fused is not None else fused_available(device)
+    if cfg.optimizer == "adamw":
+        opts: list[torch.optim.Optimizer] = [torch.optim.AdamW(
+            param_groups(module, cfg.weight_decay), lr=cfg.lr, betas=betas, eps=cfg.eps,
+            fused=fused)]
+    else:
+        m = cfg.muon
+        opts = make_muon(module, embedding_names=m.embedding_names, head_names=m.head_names,
+                         muon_lr=m.lr, momentum=m.momentum, nesterov=m.nesterov,
+                         ns_steps=m.ns_steps, muon_weight_decay=m.weight_decay,
+                         embedding_lr=m.embedding_lr, head_lr=m.head_lr, scalar_lr=m.scalar_lr,
+                         betas=betas, eps=cfg.eps)
+    for opt in opts:
+        for group in opt.param_groups:
+            group["initial_lr"] = group["lr"]
+    return opts
+
+
+def set_rate(optimizers: list[torch.optim.Optimizer], multiplier: float) -> None:
+    for opt in optimizers:
+        for group in opt.param_groups:
+            group["lr"] = group["initial_lr"] * multiplier

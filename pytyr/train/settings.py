@@ -1,0 +1,127 @@
+"""The run config every command reads: tables `model`, `task`, `train`, `sample`, `out`.
+
+    {"model":  {...},   argument values of the @[model] (configs, dims the task does not set)
+     "task":   {"name": "char_lm", ...},   the data: a registered Task and its options
+     "train":  {...},   TrainConfig below: optimizer, schedule, batch, eval, checkpoints, device
+     "sample": {...},   the task's sampling options (after training, and `tyr sample`)
+     "out":    "runs/gpt"}
+
+`load_run_config` checks all of it, the task's and sampler's tables included, before any work.
+`docs/configuration.md` lists every key (generated from these dataclasses by `describe`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Literal
+
+from pytyr.config import load_dataclass, setting
+from pytyr.errors import ConfigError
+
+
+@dataclasses.dataclass(frozen=True)
+class MuonSettings:
+    """Muon for hidden matrices, AdamW for embeddings, head and scalars (train.optimizer=muon)."""
+
+    lr: float = setting(0.02, gt=0, doc="Muon's rate for hidden matrices")
+    momentum: float = setting(0.95, ge=0, lt=1)
+    nesterov: bool = True
+    ns_steps: int = setting(5, ge=1, le=100, doc="Newton-Schulz iterations")
+    weight_decay: float = setting(0.0, ge=0)
+    embedding_names: tuple[str, ...] = setting(("wte", "wpe"), doc="path segments of embeddings")
+    head_names: tuple[str, ...] = setting(("lm_head",), doc="path segments of the output head")
+    embedding_lr: float = setting(0.2, gt=0)
+    head_lr: float = setting(0.004, gt=0)
+    scalar_lr: float = setting(0.02, gt=0)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Optimizer, schedule and bookkeeping of a run."""
+
+    max_iters: int = setting(2000, gt=0, doc="optimizer steps")
+    batch: int = setting(12, gt=0, doc="rows per optimizer step, over all processes")
+    micro_batch: int | None = setting(None, gt=0, doc="rows per forward pass and process "
+                                      "(default batch / processes); accumulates gradients")
+    optimizer: Literal["adamw", "muon"] = "adamw"
+    lr: float = setting(1e-3, gt=0, doc="peak learning rate (AdamW)")
+    min_lr: float = setting(0.0, ge=0, doc="the rate the decay ends at")
+    warmup_iters: int = setting(0, ge=0, doc="steps of linear warmup")
+    lr_decay_iters: int | None = setting(None, gt=0, doc="end of the decay (default max_iters)")
+    schedule: Literal["cosine", "linear", "constant"] = setting(
+        "cosine", doc="decay from lr to min_lr after the warmup")
+    weight_decay: float = setting(0.1, ge=0, doc="AdamW, on parameters of rank >= 2 only")
+    beta1: float = setting(0.9, ge=0, lt=1)
+    beta2: float = setting(0.99, ge=0, lt=1)
+    eps: float = setting(1e-8, gt=0)
+    fused: bool | None = setting(None, doc="fused AdamW (default: where torch has it)")
+    grad_clip: float = setting(1.0, ge=0, doc="global norm bound; 0 disables clipping")
+    muon: MuonSettings = setting(factory=MuonSettings)
+    eval_interval: int = setting(250, gt=0)
+    eval_iters: int = setting(20, gt=0, doc="batches per split and evaluation")
+    log_interval: int = setting(10, gt=0)
+    checkpoint_interval: int = setting(500, gt=0)
+    seed: int = setting(1337, ge=0, lt=2**63)
+    device: Literal["cpu", "cuda", "auto"] = setting("auto", doc="auto: cuda where available")
+    precision: Literal["float32", "bfloat16", "float16"] = setting(
+        "float32", doc="autocast dtype of the forward pass")
+
+    def check(self, where: str) -> None:
+        if self.min_lr > self.lr:
+            raise ConfigError(f"{where}: 'train.min_lr' {self.min_lr} exceeds 'train.lr' "
+                              f"{self.lr}")
+        decay = self.decay_iters
+        if self.warmup_iters > decay:
+            raise ConfigError(f"{where}: 'train.warmup_iters' {self.warmup_iters} exceeds the "
+                              f"decay's end {decay} (train.lr_decay_iters)")
+        if self.micro_batch is not None and self.batch % self.micro_batch:
+            raise ConfigError(f"{where}: 'train.batch' {self.batch} is not a multiple of "
+                              f"'train.micro_batch' {self.micro_batch}")
+
+    @property
+    def decay_iters(self) -> int:
+        return self.lr_decay_iters if self.lr_decay_iters is not None else self.max_iters
+
+    def accumulation(self, world: int, where: str) -> tuple[int, int]:
+        """(micro batch per process, micro-steps per optimizer step) for `world` processes."""
+        if self.batch % world:
+            raise ConfigError(f"{where}: 'train.batch' {self.batch} does not divide among "
+                              f"{world} processes; make it a multiple of {world}")
+        micro = self.micro_batch or self.batch // world
+        if self.batch % (micro * world):
+            raise ConfigError(f"{where}: 'train.batch' {self.batch} is not a multiple of "
+                              f"micro_batch {micro} × {world} processes")
+        return micro, self.batch // (micro * world)
+
+    # Fields that decide the trajectory: a resumed run must have the same values.
+    TRAJECTORY = ("batch", "micro_batch", "optimizer", "lr", "min_lr", "warmup_iters",
+                  "lr_decay_iters", "schedule", "weight_decay", "beta1", "beta2", "eps",
+                  "grad_clip", "muon", "eval_iters", "seed", "precision")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    model: dict[str, Any] = setting(factory=dict, doc="argument values of the @[model]")
+    task: dict[str, Any] = setting(factory=dict, doc="the task: its name and options")
+    train: TrainConfig = setting(factory=TrainConfig)
+    sample: dict[str, Any] = setting(factory=dict, doc="the task's sampling options")
+    out: str | None = setting(None, doc="run directory (default runs/<model>)")
+
+
+def load_run_config(data: dict[str, Any], where: str) -> RunConfig:
+    """The run config from a merged JSON object (file and `--set`s), checked (not the task
+    and sample tables, which need the task: see `tasks.make_task`)."""
+    return load_dataclass(RunConfig, data, where)
+
+
+def lr_multiplier(step: int, cfg: TrainConfig) -> float:
+    """The rate of 0-based `step` over the peak rate: linear warmup over `warmup_iters`, then
+    the `schedule` down to `min_lr` at the decay's end, then `min_lr` (nanoGPT's `get_lr`)."""
+    if step < cfg.warmup_iters:
+        return (step + 1) / (cfg.warmup_iters + 1)
+    end = cfg.decay_iters
+    if step > end or cfg.schedule == "constant":
+        return 1.0 if cfg.schedule == "constant" else cfg.min_lr / cfg.lr
+    ratio = (step - cfg.warmup_iters) / max(1, end - cfg.warmup_iters)
+    coeff = 0.5 * (1.0 + math.cos(math.pi * ratio)) if cfg.schedule == "cosine" else 1 - ratio
+    return (cfg.min_lr + coeff * (cfg.lr - cfg.min_lr)) / cfg.lr

@@ -1,0 +1,181 @@
+"""The Task protocol: what the one training engine needs to know about a kind of data.
+
+A task owns the data and what the model's inputs mean; the engine (`engine.py`) owns the
+loop, the optimizer, checkpoints and the ranks. A task
+
+- names the graph inputs it feeds, their dtype and their dims *by role* (`Feed`): the
+  char-LM task feeds `idx` and `targets` as `IT [batch, seq]`. The engine fills a model's
+  dim binders from these roles (`b`, `t` of `idx : IT #[b, t]`) and checks the instantiated
+  graph against them (`match.py`), so a model fits a task by its types, before any work;
+- names the outputs it reads (`Expect`): the last output is always the scalar loss;
+- gives batches: `batch(k)` is micro-batch `k` of this rank as a dict keyed by input name, a
+  pure function of `k` (so a checkpoint needs only the step to resume exactly); rank r of W
+  takes the r-th slice of one global draw, so W ranks see what one process would;
+- may draw per-step random inputs (noise levels, timesteps, masks) in `step_inputs(batch,
+  rng)`, the hook that makes diffusion and flow matching new tasks rather than new loops:
+  `rng` (`StepRNG`) is seeded by (run seed, k) and slices each global draw by rank;
+- evaluates: `eval_batches(split)` are fixed batches, `eval_metrics` turns one batch's
+  outputs into numbers (the engine averages them over batches and ranks);
+- may sample (`sample`) from the trained weights, through a factory that instantiates any
+  `@[model]` of the file for given role sizes.
+
+Built-in tasks are registered by name in `tasks/__init__.py`.
+"""
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
+
+import torch
+
+from pytyr.errors import ConfigError
+
+Batch = dict[str, torch.Tensor]
+
+
+@dataclasses.dataclass(frozen=True)
+class Feed:
+    """A graph input a task feeds: dtype (`f32`/`i64`) and dims by role name."""
+
+    dtype: str
+    dims: tuple[str, ...]
+
+    def show(self, sizes: dict[str, int]) -> str:
+        family = "IT" if self.dtype == "i64" else "T"
+        return f"{family} [{', '.join(f'{r}={sizes[r]}' if r in sizes else r for r in self.dims)}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class Expect:
+    """An output a task reads: its index in the model's result, what it is, dims by role."""
+
+    index: int
+    what: str
+    dims: tuple[str, ...]
+
+
+class StepRNG:
+    """Randomness for the extra inputs of micro-step `k`: a generator seeded by (seed, k).
+
+    Every draw is made for the global batch (`rows * world` along dim 0) and this rank keeps
+    its slice, so a run on W processes draws exactly what a single process would. Tasks must
+    draw through these methods (or `global_draw`), never from the global torch RNG.
+    """
+
+    def __init__(self, seed: int, k: int, rank: int = 0, world: int = 1):
+        self.generator = torch.Generator().manual_seed(_mix(seed, k))
+        self.rank, self.world = rank, world
+
+    def global_draw(self, draw: Callable[[int, torch.Generator], torch.Tensor],
+                    rows: int) -> torch.Tensor:
+        """`draw(rows * world, generator)`, sliced to this rank's `rows` rows."""
+        out = draw(rows * self.world, self.generator)
+        return out[self.rank * rows:(self.rank + 1) * rows]
+
+    def rand(self, rows: int, *shape: int) -> torch.Tensor:
+        return self.global_draw(lambda n, g: torch.rand((n, *shape), generator=g), rows)
+
+    def randn(self, rows: int, *shape: int) -> torch.Tensor:
+        return self.global_draw(lambda n, g: torch.randn((n, *shape), generator=g), rows)
+
+    def randint(self, high: int, rows: int, *shape: int) -> torch.Tensor:
+        return self.global_draw(lambda n, g: torch.randint(high, (n, *shape), generator=g), rows)
+
+
+def _mix(seed: int, k: int) -> int:
+    """A 63-bit seed from (seed, k) that differs for every pair (splitmix-style)."""
+    x = (seed * 0x9E3779B97F4A7C15 + k * 0xBF58476D1CE4E5B9 + 0x94D049BB133111EB) % (1 << 64)
+    x ^= x >> 31
+    x = (x * 0xD6E8FEB86659FD93) % (1 << 64)
+    return (x ^ (x >> 32)) >> 1
+
+
+@dataclasses.dataclass
+class TaskContext:
+    """What the engine tells a task when it makes one."""
+
+    micro_batch: int  # this rank's rows per forward pass
+    seed: int
+    rank: int = 0
+    world: int = 1
+    source: str = "config"  # where the config came from, for messages
+
+
+ModelFactory = Callable[[str | None, dict[str, Feed], dict[str, int]], Any]
+"""`factory(model, feeds, sizes)`: that `@[model]` of the trained file (None: the trained one)
+with its dims filled from the feeds' role sizes, holding the trained weights, in eval mode,
+called with a dict of named inputs; returns the outputs."""
+
+
+class Task(abc.ABC):
+    """Base class of the engine's tasks (see the module doc)."""
+
+    name: ClassVar[str]
+    Options: ClassVar[type]  # dataclass of the `task` table (without its `name`)
+    SampleOptions: ClassVar[type | None] = None  # dataclass of the `sample` table, if it samples
+    splits: ClassVar[tuple[str, ...]] = ("train", "val")
+
+    def __init__(self, options: Any, ctx: TaskContext):
+        self.options = options
+        self.ctx = ctx
+
+    # -- before any data ------------------------------------------------------------------
+    @abc.abstractmethod
+    def feeds(self) -> dict[str, Feed]:
+        """The model inputs this task feeds, by argument name."""
+
+    def expects(self) -> list[Expect]:
+        """The outputs this task reads besides the loss (the last output, a scalar)."""
+        return []
+
+    def sizes(self) -> dict[str, int]:
+        """Role sizes known from the config alone (`batch`, `seq`, ...)."""
+        return {"batch": self.ctx.micro_batch}
+
+    # -- data -------------------------------------------------------------------------------
+    def prepare(self) -> str:
+        """Load (and on first use build) the data; return a one-line description. Runs on
+        rank 0 first, then on the others (a cache is built once)."""
+        return ""
+
+    def data_sizes(self) -> dict[str, int]:
+        """Role sizes known once the data is loaded (`vocab`, `classes`, ...)."""
+        return {}
+
+    @abc.abstractmethod
+    def batch(self, k: int) -> Batch:
+        """Micro-batch `k` of this rank, a pure function of `k`."""
+
+    def step_inputs(self, batch: Batch, rng: StepRNG) -> Batch:
+        """The hook for per-step random inputs; the default feeds `batch` as it is."""
+        return batch
+
+    @abc.abstractmethod
+    def eval_batches(self, split: str, iters: int) -> Iterator[Batch]:
+        """The fixed evaluation batches of `split` (this rank's slices)."""
+
+    def eval_metrics(self, batch: Batch, outputs: tuple[torch.Tensor, ...]) -> dict[str, float]:
+        """Metrics of one evaluation batch; `loss` is the model's loss (the last output)."""
+        return {"loss": float(outputs[-1])}
+
+    # -- after training -------------------------------------------------------------------
+    def check_sampling(self, instantiate: ModelFactory, options: Any) -> None:
+        """Before training: fail now on what `sample` would fail on later (the sampling
+        model's types, a prompt outside the vocabulary). `instantiate` builds a graph only."""
+
+    def sample(self, factory: ModelFactory, options: Any) -> str | None:
+        """Generate from the trained model; return text to show and save (or None)."""
+        return None
+
+    def describe_for_run(self) -> dict[str, Any]:
+        """What `tyr sample` needs to rebuild this task: its table, as given."""
+        return {"name": self.name, **dataclasses.asdict(self.options)}
+
+
+def check_rows(task: str, batch: int, rows: int, what: str, source: str) -> None:
+    """A ConfigError when a data set has fewer rows than one batch needs."""
+    if rows < batch:
+        raise ConfigError(f"{source}: task '{task}': the batch needs {batch} rows but {what} has "
+                          f"only {rows}; lower train.batch or give more data")

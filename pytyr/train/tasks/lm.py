@@ -1,0 +1,84 @@
+"""What the language-model tasks share: their feeds, the logits they read, text sampling.
+
+A language model is fed `idx` and `targets`, both `IT [batch, seq]` (targets are idx shifted
+by one token), and returns `(logits : T [batch, seq, vocab], loss : T [])`. Sampling
+instantiates the `sample.model` (default: the trained model itself, fed dummy targets) once
+per context length `t <= seq` and draws tokens with temperature and top-k.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from pytyr.config import setting
+from pytyr.errors import ConfigError
+from pytyr.train.sample import generate
+from pytyr.train.task import Expect, Feed, ModelFactory, Task
+
+TOKENS = Feed("i64", ("batch", "seq"))
+
+
+@dataclasses.dataclass(frozen=True)
+class TextSampleOptions:
+    model: str | None = setting(None, doc="the @[model] that gives logits (default: the "
+                                "trained model, fed dummy targets)")
+    prompt: str = setting("\n", doc="text the sample continues")
+    max_new_tokens: int = setting(500, ge=0, le=1_000_000)
+    temperature: float = setting(0.8, ge=0, le=100, doc="0 is greedy")
+    top_k: int | None = setting(200, gt=0)
+    seed: int = setting(1337, ge=0, lt=2**63)
+
+
+class LanguageModelTask(Task):
+    """Base of the LM tasks: subclasses give the data, `encode` and `decode`."""
+
+    SampleOptions = TextSampleOptions
+
+    def feeds(self) -> dict[str, Feed]:
+        return {"idx": TOKENS, "targets": TOKENS}
+
+    def expects(self) -> list[Expect]:
+        return [Expect(0, "logits", ("batch", "seq", "vocab"))]
+
+    def sizes(self) -> dict[str, int]:
+        return {"batch": self.ctx.micro_batch, "seq": self.options.seq}
+
+    def encode(self, text: str) -> list[int]:
+        raise NotImplementedError
+
+    def decode(self, ids: list[int]) -> str:
+        raise NotImplementedError
+
+    def _sampling(self, options: Any) -> tuple[list[int], dict[str, Feed]]:
+        prompt = self.encode(options.prompt)
+        if not prompt:
+            raise ConfigError("sample.prompt must not be empty (it encodes to no tokens)")
+        trained = options.model is None
+        return prompt, {"idx": TOKENS, **({"targets": TOKENS} if trained else {})}
+
+    def check_sampling(self, instantiate: ModelFactory, options: Any) -> None:
+        if options is None or options.max_new_tokens == 0:
+            return
+        _, feeds = self._sampling(options)
+        instantiate(options.model, feeds, {"batch": 1, "seq": 1})
+
+    def sample(self, factory: ModelFactory, options: Any) -> str | None:
+        if options is None or options.max_new_tokens == 0:
+            return None
+        block = self.options.seq
+        prompt, feeds = self._sampling(options)
+        trained = options.model is None
+        cache: dict[int, Any] = {}
+
+        def logits_fn(idx: torch.Tensor) -> torch.Tensor:
+            t = idx.shape[1]
+            if t not in cache:
+                cache[t] = factory(options.model, feeds, {"batch": 1, "seq": t})
+            batch = {"idx": idx, "targets": torch.zeros_like(idx)} if trained else {"idx": idx}
+            return cache[t](batch)[0]
+
+        ids = generate(logits_fn, prompt, options.max_new_tokens, options.temperature,
+                       options.top_k, options.seed, block_size=block)
+        return self.decode(ids[0].tolist())
