@@ -1,10 +1,9 @@
-"""`tyr`: check Lean model files, print their graph IR, train the examples.
+"""`tyr`: check Lean model files, build their graphs, train, run, sample and export them.
 
-    tyr check FILE.lean...                      located errors; exit 1 if any
-    tyr graph FILE.lean --model NAME --set b=128 --config cfg.json   print the IR
-    tyr validate GRAPH.json                     validate an IR document
-    tyr train FILE.lean --model NAME [--config cfg.json] [--resume]   train (config.json beside FILE)
-    tyr sample --run runs/gpt --prompt "ROMEO:"   generate from a trained language model
+Every command that takes a model reads one config (a JSON object with tables `model`, `task`,
+`train`, `sample`, `out`: the `config.json` beside the model, or `--config FILE`) and the same
+`--set TABLE.KEY=VALUE` overrides, checked before any work. Errors are one line:
+`tyr <command>: <what is wrong, and where>` (Lean errors: `file:line:col: error: ...`).
 """
 from __future__ import annotations
 
@@ -12,15 +11,89 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from .config import merge, parse_set, read_json
 from .errors import ConfigError, LeanError, TyrError
+from .paths import input_file
 
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (`tyr train: error: ...`) instead of usage dumps."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _sub(sub: Any, name: str, help: str, description: str, examples: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=help, description=description,
+                          epilog="examples:\n" + examples,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+# -- model sources and configs --------------------------------------------------------------
+
+def _source(args: argparse.Namespace) -> Any:
+    if getattr(args, "lib", None):
+        from .abi import LibraryModels
+
+        input_file(args.lib, "model library")
+        return LibraryModels(args.lib)
+    if not getattr(args, "file", None):
+        raise ConfigError("give a Lean file (FILE.lean) or a model library (--lib LIB)")
+    from .pipeline import LeanModels
+
+    input_file(args.file, "Lean file")
+    return LeanModels(args.file)
+
+
+def _source_from_origin(origin: Any, where: str) -> Any:
+    if isinstance(origin, dict) and isinstance(origin.get("file"), str):
+        from .pipeline import LeanModels
+
+        input_file(origin["file"], "Lean file of the run")
+        return LeanModels(origin["file"])
+    if isinstance(origin, dict) and isinstance(origin.get("lib"), str):
+        from .abi import LibraryModels
+
+        input_file(origin["lib"], "model library of the run")
+        return LibraryModels(origin["lib"])
+    raise ConfigError(f"{where}: 'origin' names no Lean file or library")
+
+
+def _config(args: argparse.Namespace, *, required: bool) -> tuple[dict[str, Any], str]:
+    """The merged config (file, then --set) and where it came from."""
+    path = Path(args.config) if args.config else None
+    if path is None and getattr(args, "file", None):
+        beside = Path(args.file).parent / "config.json"
+        path = beside if required or beside.is_file() else None
+    cfg: dict[str, Any] = read_json(path, "config") if path is not None else {}
+    cfg = merge(cfg, parse_set(args.set or []))
+    return cfg, str(path) if path is not None else "the command line"
+
+
+def _add_source(p: argparse.ArgumentParser, *, file_required: bool = False) -> None:
+    p.add_argument("file", nargs=None if file_required else "?", metavar="FILE.lean",
+                   help="the Lean file that defines the model")
+    if not file_required:
+        p.add_argument("--lib", metavar="LIB", help="a compiled model library instead (C ABI)")
+    p.add_argument("--model", required=True, help="the @[model] to use")
+
+
+def _add_config(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE", help="the run config (default: config.json "
+                   "beside FILE.lean)")
+    p.add_argument("--set", action="append", metavar="TABLE.KEY=VALUE",
+                   help="override a config value, e.g. train.lr=3e-4 or model.c.n_layer=2")
+
+
+# -- commands -------------------------------------------------------------------------------
 
 def cmd_check(args: argparse.Namespace) -> int:
     from .lean import check_files
 
+    for f in args.files:
+        input_file(f, "Lean file")
     t0 = time.perf_counter()
     diags = check_files(*args.files)
     for d in diags:
@@ -34,21 +107,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _model_values(args: argparse.Namespace) -> dict[str, Any]:
-    values: dict[str, Any] = {}
-    if args.config:
-        cfg = read_json(Path(args.config), "config")
-        values = cfg.get("model", cfg)
-    return merge(values, parse_set(args.set or []))
-
-
 def cmd_graph(args: argparse.Namespace) -> int:
-    from .pipeline import graph_from_lean
+    from .train.run import graph_values
 
-    graph = graph_from_lean(args.file, args.model, _model_values(args))
+    source = _source(args)
+    cfg, where = _config(args, required=False)
+    graph = source.graph(args.model, graph_values(source, args.model, cfg, where))
     text = graph.to_json(indent=1)
     if args.output:
-        Path(args.output).write_text(text + "\n", encoding="utf-8")
+        from .atomic import atomic_write_text
+        from .paths import output_file
+
+        atomic_write_text(output_file(args.output, "graph file"), text + "\n")
         print(f"wrote {args.output}: {len(graph.nodes)} nodes, {len(graph.params)} parameters")
     else:
         print(text)
@@ -59,93 +129,188 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from .ir.validate import load_graph
     from .lean import LeanSignatures
 
-    path = Path(args.graph)
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise ConfigError(f"{path}: cannot read: {err.strerror}") from None
-    graph = load_graph(data, LeanSignatures(), source=str(path))
+    path = input_file(args.graph, "graph IR file")
+    graph = load_graph(path.read_bytes(), LeanSignatures(), source=str(path))
     print(f"ok: {path}: model '{graph.model}', {len(graph.nodes)} nodes, "
           f"{len(graph.params)} parameters")
     return 0
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from .train.run import train_from_config
+    from .train.run import train
 
-    cfg_path = Path(args.config) if args.config else Path(args.file).parent / "config.json"
-    cfg = merge(read_json(cfg_path, "training config"), parse_set(args.set or []))
-    return train_from_config(Path(args.file), args.model, cfg, source=str(cfg_path),
-                             progress=not args.quiet, resume=args.resume)
+    source = _source(args)
+    cfg, where = _config(args, required=bool(args.file) and not args.config)
+    return train(source, args.model, cfg, where, resume=args.resume, progress=not args.quiet)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .train.run import forward, read_run, run_weights
+
+    source = _source(args)
+    weights, weights_from = None, ""
+    if args.run:  # the run's values, with --config/--set on top (not the file beside FILE)
+        run = read_run(Path(args.run))
+        cfg = read_json(Path(args.config), "config") if args.config else {}
+        cfg, where = merge(cfg, parse_set(args.set or [])), args.config or "the command line"
+        values = merge(run["values"], cfg.get("model", {}))
+        weights, weights_from = run_weights(Path(args.run)), f"{args.run}/ckpt"
+    else:
+        cfg, where = _config(args, required=False)
+        values = cfg.get("model", {})
+    if args.weights:
+        from .safetensors import open_checkpoint
+
+        with open_checkpoint(args.weights) as ck:
+            weights = {n: ck.tensor(n).clone() for n in ck.tensors}
+        weights_from = args.weights
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where}: 'model' must be a table")
+    out = Path(args.output)
+    outputs = forward(source, args.model, values, Path(args.inputs), out, weights=weights,
+                      weights_from=weights_from, seed=args.seed)
+    shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in outputs.items())
+    print(f"wrote {out}: {shapes}" + ("" if weights is not None else
+                                      " (freshly initialised weights: give --weights or --run)"))
+    return 0
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
-    from .train.lm_task import sample_from_run
+    from .train.run import read_run, sample
 
-    overrides = {k: v for k, v in (("prompt", args.prompt), ("max_new_tokens", args.max_new_tokens),
-                                   ("temperature", args.temperature), ("top_k", args.top_k),
-                                   ("seed", args.seed)) if v is not None}
-    print(sample_from_run(Path(args.run), overrides))
+    overrides = parse_set(args.set or []).get("sample", {})
+    for key in ("prompt", "max_new_tokens", "temperature", "top_k", "seed", "model"):
+        value = getattr(args, key)
+        if value is not None:
+            overrides[key] = value
+    run_dir = Path(args.run)
+    run = read_run(run_dir)
+    source = _source_from_origin(run["origin"], f"{run_dir}/run.json")
+    print(sample(source, run_dir, overrides))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .export import export_run
+
+    out = export_run(args.format, Path(args.run), Path(args.out))
+    print(f"wrote {out} ({args.format})")
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tyr", description="Shape-typed models in Lean 4, run on PyTorch.")
-    sub = p.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("check", help="type-check Lean files of the Tyr subset")
-    c.add_argument("files", nargs="+")
+    p = Parser(prog="tyr", description="Shape-typed models in Lean 4, run on PyTorch.",
+               epilog="`tyr COMMAND --help` shows each command's options and examples.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
+    c = _sub(sub, "check", "type-check Lean files of the Tyr subset",
+             "Type-check Lean files with the Tyr checker; errors are located (file:line:col).",
+             "  tyr check examples/gpt/GPT.lean\n  tyr check Tyr.lean Tyr/*.lean")
+    c.add_argument("files", nargs="+", metavar="FILE.lean")
     c.set_defaults(fn=cmd_check)
-    g = sub.add_parser("graph", help="instantiate a model and print its graph IR")
-    g.add_argument("file")
-    g.add_argument("--model", required=True)
-    g.add_argument("--config", help="JSON object of argument values (or with a 'model' table)")
-    g.add_argument("--set", action="append", metavar="KEY=VALUE", help="e.g. b=128 or c.hidden=64")
-    g.add_argument("-o", "--output")
+
+    g = _sub(sub, "graph", "instantiate a model and print its graph IR",
+             "Instantiate a @[model] with the config's values (dims the config's task feeds are "
+             "filled in) and print or write its validated graph IR.",
+             "  tyr graph examples/mlp/MLP.lean --model mlp\n"
+             "  tyr graph examples/gpt/GPT.lean --model gpt --set model.c.n_layer=2 -o g.json")
+    _add_source(g)
+    _add_config(g)
+    g.add_argument("-o", "--output", metavar="FILE", help="write the IR here instead of stdout")
     g.set_defaults(fn=cmd_graph)
-    v = sub.add_parser("validate", help="validate a graph IR JSON document")
-    v.add_argument("graph")
+
+    v = _sub(sub, "validate", "validate a graph IR JSON document",
+             "Validate a graph IR document (docs/ir.md) against the Lean op signatures.",
+             "  tyr validate graph.json")
+    v.add_argument("graph", metavar="GRAPH.json")
     v.set_defaults(fn=cmd_validate)
-    t = sub.add_parser("train", help="train a model on its example task")
-    t.add_argument("file")
-    t.add_argument("--model", required=True)
-    t.add_argument("--config", help="training config JSON (default: config.json beside FILE)")
-    t.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="override a config value, e.g. train.steps=100")
+
+    t = _sub(sub, "train", "train a model on a task (config.json beside the model)",
+             "Train a @[model] on the task of its config: the task's inputs are matched to the "
+             "model's arguments by type, every config value is checked, then the one engine "
+             "trains, evaluates, checkpoints (resumable) and samples.",
+             "  tyr train examples/gpt/GPT.lean --model gpt\n"
+             "  tyr train examples/gpt/GPT.lean --model gpt --set train.max_iters=4000 --resume\n"
+             "  tyr train my/LM.lean --model lm --config lm.json --set task.data=data/mine\n"
+             "  torchrun --nproc_per_node=2 -m pytyr.cli train examples/gpt/GPT.lean --model gpt")
+    _add_source(t)
+    _add_config(t)
     t.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     t.add_argument("--resume", action="store_true",
-                   help="continue from the checkpoint in the run's output directory")
+                   help="continue exactly from the checkpoint in the run directory")
     t.set_defaults(fn=cmd_train)
-    s = sub.add_parser("sample", help="generate text from a trained language model")
-    s.add_argument("--run", default="runs/gpt", help="output directory of `tyr train` (default runs/gpt)")
+
+    r = _sub(sub, "run", "run a model forward on inputs from a safetensors file",
+             "Run a @[model] forward: its inputs are the tensors of a safetensors file, keyed by "
+             "argument name (the model's dims follow from their shapes); the outputs are "
+             "written as safetensors (out0, out1, ...). Weights come from --weights (a file or "
+             "checkpoint directory) or --run (a `tyr train` run directory, whose config values "
+             "are used too).",
+             "  tyr run examples/gpt/GPT.lean --model gptLogits --run runs/gpt "
+             "--inputs idx.safetensors -o logits.safetensors\n"
+             "  tyr run --lib build/lib/libTyrModels.so --model mlp --set model.c.inputs=2 "
+             "--set model.c.hidden=64 --set model.c.classes=3 --inputs xy.safetensors")
+    _add_source(r)
+    _add_config(r)
+    r.add_argument("--inputs", required=True, metavar="FILE",
+                   help="safetensors file of the model's inputs")
+    r.add_argument("--weights", metavar="PATH", help="safetensors file or directory")
+    r.add_argument("--run", metavar="DIR", help="a `tyr train` run directory")
+    r.add_argument("-o", "--output", default="outputs.safetensors", metavar="FILE")
+    r.add_argument("--seed", type=int, default=0, help="of fresh weights (without --weights)")
+    r.set_defaults(fn=cmd_run)
+
+    s = _sub(sub, "sample", "generate from a trained run",
+             "Generate from the trained weights of a run directory with its task's sampler; "
+             "options default to the run's `sample` table.",
+             "  tyr sample --run runs/gpt --prompt 'ROMEO:' --max-new-tokens 300\n"
+             "  tyr sample --run runs/gpt --set sample.temperature=0.5")
+    s.add_argument("--run", default="runs/gpt", metavar="DIR",
+                   help="output directory of `tyr train` (default %(default)s)")
     s.add_argument("--prompt")
     s.add_argument("--max-new-tokens", type=int)
     s.add_argument("--temperature", type=float)
     s.add_argument("--top-k", type=int)
     s.add_argument("--seed", type=int)
+    s.add_argument("--model", help="the @[model] that gives logits")
+    s.add_argument("--set", action="append", metavar="sample.KEY=VALUE")
     s.set_defaults(fn=cmd_sample)
-    from .abi.commands import register as register_run
-    from .data.commands import register as register_data
 
+    e = _sub(sub, "export", "export a trained run to another framework's format",
+             "Export a trained run. hf-gpt2: the GPT example's checkpoint as a Hugging Face "
+             "GPT-2 directory (config.json + model.safetensors with GPT-2 key names), which "
+             "transformers.GPT2LMHeadModel.from_pretrained loads.",
+             "  tyr export --format hf-gpt2 runs/gpt out/gpt2")
+    e.add_argument("--format", required=True, choices=["hf-gpt2"])
+    e.add_argument("run", metavar="RUN_DIR")
+    e.add_argument("out", metavar="OUT_DIR")
+    e.set_defaults(fn=cmd_export)
+
+    from .data.commands import register as register_data
     from .safetensors.commands import register as register_safetensors
 
-    register_run(sub)
     register_data(sub)
     register_safetensors(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    from .process import launched, watch_launcher
+
+    if launched():  # a rank of torchrun: gone when the launcher is, even while starting up
+        watch_launcher()
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    name = f"tyr {args.command}"
     try:
         return int(args.fn(args) or 0)
     except LeanError as err:
         print(err, file=sys.stderr)  # already `file:line:col: error: ...` lines
         return 1
     except TyrError as err:
-        print(f"tyr {args.command}: {err}", file=sys.stderr)
+        print(f"{name}: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print(f"{name}: interrupted", file=sys.stderr)
         return 130
 
 

@@ -10,3 +10,4 @@ from .loader import ModelLibrary as ModelLibrary
 from .loader import abi_version as abi_version
 from .loader import load_model_graph as load_model_graph
 from .loader import open_library as open_library
+from .source import LibraryModels as LibraryModels
