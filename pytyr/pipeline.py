@@ -28,12 +28,18 @@ class InputDecl:
     text: str
 
 
+Dim = str | int | tuple[str, str] | None
+"""A dim of a declared type: a `Nat` binder's name, a literal, `(config, field)` for a
+config's field (`c.vocab`), or None for any other expression."""
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelDecl:
     name: str
     where: str  # "file:line:col" of the declaration
     inputs: tuple[InputDecl, ...]
     dim_binders: tuple[str, ...]  # the model's own `Nat` arguments (`b`, `t`)
+    outputs: tuple[tuple[Dim, ...] | None, ...] = ()  # dims of each result tensor
 
 
 class LeanModels:
@@ -54,27 +60,48 @@ class LeanModels:
                           source=f"{self.path}:{model}")
 
     def declaration(self, model: str) -> ModelDecl:
-        from .lean.terms import App, Arr, Lit, Var, show
+        from .lean.terms import App, Arr, Lit, Prod, Proj, Var, show
 
         info = self.prog.find_model(model)
         el = self.prog.elab
         nats = {p.uid: p.name for p in info.params if el.whnf(p.type) == App("Nat")}
+        names = {p.uid: p.name for p in info.params}
+
+        def dims(ty: object) -> tuple[Dim, ...] | None:
+            if not (isinstance(ty, App) and ty.head in ("torch.T", "torch.IT") and ty.args
+                    and isinstance(ty.args[0], Arr)):
+                return None
+            out: list[Dim] = []
+            for d in ty.args[0].items:
+                d = el.whnf(d)
+                if isinstance(d, Var):
+                    out.append(nats.get(d.uid))
+                elif isinstance(d, Lit):
+                    out.append(d.n)
+                elif isinstance(d, Proj) and isinstance(d.e, Var) and d.e.uid in names:
+                    out.append((names[d.e.uid], d.field))
+                else:
+                    out.append(None)
+            return tuple(out)
+
         inputs = []
         for p in info.params:
             ty = el.whnf(p.type)
-            if not (isinstance(ty, App) and ty.head in ("torch.T", "torch.IT") and ty.args
-                    and isinstance(ty.args[0], Arr)):
+            ds = dims(ty)
+            if ds is None:
                 continue
-            dims: list[str | int | None] = []
-            for d in ty.args[0].items:
-                d = el.whnf(d)
-                dims.append(nats.get(d.uid) if isinstance(d, Var) else
-                            d.n if isinstance(d, Lit) else None)
+            assert isinstance(ty, App)
+            plain = tuple(d if isinstance(d, (str, int)) else None for d in ds)
             inputs.append(InputDecl(p.name, "i64" if ty.head == "torch.IT" else "f32",
-                                    tuple(dims), show(ty).replace("torch.", "")))
+                                    plain, show(ty).replace("torch.", "")))
+        results, res = [], el.whnf(info.result)
+        while isinstance(res, Prod):
+            results.append(dims(el.whnf(res.a)))
+            res = el.whnf(res.b)
+        results.append(dims(res))
         pos = info.pos
         return ModelDecl(info.name, f"{pos.file}:{pos.line}:{pos.col}", tuple(inputs),
-                         tuple(nats.values()))
+                         tuple(nats.values()), tuple(results))
 
 
 def graph_from_lean(path: str | Path, model: str, values: dict[str, Any]) -> Graph:

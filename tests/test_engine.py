@@ -158,6 +158,10 @@ def test_resume_errors(tmp_path):
     before = [p.detach().clone() for p in fresh.parameters()]
     with pytest.raises(ConfigError, match="lr: checkpoint 0.03, now 0.01"):
         _train(fresh, tmp_path, resume=True, lr=1e-2)
+    # the decay's end follows max_iters unless given: a longer run is another schedule
+    _train(BigramLM(), tmp_path / "short", max_iters=7, lr_decay_iters=None)
+    with pytest.raises(ConfigError, match="lr_decay_iters: checkpoint 7, now 30"):
+        _train(fresh, tmp_path / "short", resume=True, lr_decay_iters=None)
     assert all(torch.equal(a, b) for a, b in zip(before, fresh.parameters()))  # untouched
 
 

@@ -129,14 +129,24 @@ def test_hostile_file_is_rejected_with_its_rule(attacks, name):
 
 def test_every_file_rule_has_a_hostile_file():
     exercised = {rule for _, rule in ATTACKS.values()}
-    elsewhere = {"unreadable", "file-changed", "no-torch-dtype"}  # see the tests below / reader
+    elsewhere = {"unreadable", "not-a-file", "file-changed", "no-torch-dtype"}  # tests below
     assert exercised | elsewhere == set(RULES)
 
 
 def test_unreadable_paths(tmp_path):
-    for path in (tmp_path / "missing.safetensors", tmp_path):
-        with pytest.raises(SafeTensorsError, match="unreadable"):
-            read_header(path)
+    with pytest.raises(SafeTensorsError, match="unreadable"):
+        read_header(tmp_path / "missing.safetensors")
+    with pytest.raises(SafeTensorsError, match="not-a-file"):
+        read_header(tmp_path)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_is_refused_without_blocking(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "w.safetensors")
+    with pytest.raises(SafeTensorsError, match="not-a-file"):
+        read_header(tmp_path / "w.safetensors")  # opening it for reading would block
 
 
 def test_valid_edge_cases_are_accepted():

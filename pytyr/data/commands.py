@@ -68,8 +68,11 @@ def cmd_data_prepare(args: argparse.Namespace) -> int:
                            fmt=args.format, name=args.name, rank=args.rank, world=args.world,
                            progress=False if args.no_progress else None,
                            tokenizer_path=str(args.tokenizer))
+    nulls = meta["null_rows"]
     print(f"wrote {len(meta['train'])} train and {len(meta['val'])} val shards "
-          f"({meta['tokens']} tokens, {meta['documents']} documents) to {args.out}")
+          f"({meta['tokens']} tokens, {meta['documents']} documents) to {args.out}"
+          + (f"; skipped {nulls} row{'s' * (nulls != 1)} whose '{args.column}' is null"
+             if nulls else ""))
     return 0
 
 

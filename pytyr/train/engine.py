@@ -57,7 +57,7 @@ def resolve_device(name: str) -> torch.device:
 
 def trajectory(cfg: TrainConfig) -> dict[str, Any]:
     """The config values that decide the run's path (a resume must keep them)."""
-    full = dataclasses.asdict(cfg)
+    full = {**dataclasses.asdict(cfg), "lr_decay_iters": cfg.decay_iters}  # the effective end
     return {k: full[k] for k in TrainConfig.TRAJECTORY}
 
 

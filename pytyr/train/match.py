@@ -61,6 +61,30 @@ def fill_dims(decl: ModelDecl | None, values: dict[str, Any], feeds: dict[str, F
     return out
 
 
+def fill_output_dims(decl: ModelDecl | None, values: dict[str, Any], expects: list[Expect],
+                     sizes: dict[str, int]) -> tuple[dict[str, Any], list[str]]:
+    """`values` with the config fields that the outputs the task reads are typed by (`c.vocab`
+    of `T #[b, t, c.vocab]`) filled from the task's roles, where the config leaves them out;
+    and the fields still open because their role is known only once the data is."""
+    if decl is None:
+        return dict(values), []
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in values.items()}
+    open_fields = []
+    for e in expects:
+        dims = decl.outputs[e.index] if e.index < len(decl.outputs) else None
+        for dim, role in zip(dims or (), e.dims):
+            if not isinstance(dim, tuple):
+                continue
+            table = out.get(dim[0])
+            if not isinstance(table, dict) or dim[1] in table:
+                continue
+            if role in sizes:
+                table[dim[1]] = sizes[role]
+            else:
+                open_fields.append(f"{dim[0]}.{dim[1]}")
+    return out, open_fields
+
+
 def _leaves(values: Any, prefix: str = "model") -> list[tuple[str, Any]]:
     if isinstance(values, dict):
         return [kv for k, v in values.items() for kv in _leaves(v, f"{prefix}.{k}")]

@@ -24,7 +24,7 @@ from pytyr.errors import ConfigError
 from pytyr.ir.graph import Graph
 from pytyr.paths import input_dir, input_file, output_dir, output_file
 from pytyr.pipeline import ModelDecl, module_from_graph
-from pytyr.train.match import check_graph, fill_dims
+from pytyr.train.match import check_graph, fill_dims, fill_output_dims
 from pytyr.train.settings import load_run_config
 from pytyr.train.task import Feed, TaskContext
 from pytyr.train.tasks import sample_options, task_class, task_options
@@ -126,21 +126,28 @@ def train(source: ModelSource, model: str, raw: dict[str, Any], where: str, *,
         task = cls(options, TaskContext(micro, cfg.train.seed, distributed.rank(), env.world,
                                         where))
         decl = source.declaration(model)
-        values = fill_dims(decl, cfg.model, task.feeds(), task.sizes(), task.name)
-        graph = source.graph(model, values)
         place = _where(source, decl, model)
-        check_graph(graph, place, task.feeds(), task.expects(), task.sizes(), task.name,
-                    cfg.model)
+        feeds, expects = task.feeds(), task.expects()
+        # Check everything the config alone decides before the data is touched; fields the
+        # data decides (`c.vocab` from the corpus) wait for it.
+        config, waiting = fill_output_dims(decl, cfg.model, expects, task.sizes())
+        if not waiting:
+            graph = source.graph(model, fill_dims(decl, config, feeds, task.sizes(), task.name))
+            check_graph(graph, place, feeds, expects, task.sizes(), task.name, cfg.model)
         with distributed.main_first():  # rank 0 builds caches; the others read them
             about = task.prepare()
         sizes = {**task.sizes(), **task.data_sizes()}
-        check_graph(graph, place, task.feeds(), task.expects(), sizes, task.name, cfg.model)
-        task.check_sampling(_instantiator(source, model, cfg.model), sampling)
-        return _train(source, graph, model, cfg, task, sampling, out, sizes, accum, about,
-                      resume, progress)
+        config, _ = fill_output_dims(decl, config, expects, sizes)
+        if waiting:
+            graph = source.graph(model, fill_dims(decl, config, feeds, task.sizes(), task.name))
+        check_graph(graph, place, feeds, expects, sizes, task.name, cfg.model)
+        task.check_sampling(_instantiator(source, model, config), sampling)
+        return _train(source, graph, model, config, cfg, task, sampling, out, sizes, accum,
+                      about, resume, progress)
 
 
-def _train(source: ModelSource, graph: Graph, model: str, cfg: Any, task: Any, sampling: Any, out: Path, sizes: dict[str, int], accum: int, about: str,
+def _train(source: ModelSource, graph: Graph, model: str, config: dict[str, Any], cfg: Any,
+           task: Any, sampling: Any, out: Path, sizes: dict[str, int], accum: int, about: str,
            resume: bool, progress: bool) -> int:
     from pytyr.train import distributed
     from pytyr.train.engine import Engine, resolve_device
@@ -157,7 +164,7 @@ def _train(source: ModelSource, graph: Graph, model: str, cfg: Any, task: Any, s
               + (f"; {accum} micro-batches per step" if accum > 1 else "")
               + (f"; on {device}" if device.type != "cpu" else ""))
         atomic_write_text(out / "run.json", json.dumps(
-            {"origin": source.origin, "model": model, "values": cfg.model,
+            {"origin": source.origin, "model": model, "values": config,
              "task": task.describe_for_run(), "sample": cfg.sample,
              "train": dataclasses.asdict(cfg.train)}, indent=1))
     engine = Engine(module, task, cfg.train, [i.name for i in graph.inputs], out, accum=accum,
@@ -170,7 +177,7 @@ def _train(source: ModelSource, graph: Graph, model: str, cfg: Any, task: Any, s
                                                if k != "step"))
     wrote = [out / "ckpt", out / "loss.png", out / "metrics.json"]
     weights = {k: v.detach().cpu() for k, v in module.state_dict().items()}
-    text = task.sample(make_factory(source, model, cfg.model, weights), sampling)
+    text = task.sample(make_factory(source, model, config, weights), sampling)
     if text is not None:
         atomic_write_text(out / "sample.txt", text)
         wrote.append(out / "sample.txt")
