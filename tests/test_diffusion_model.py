@@ -14,6 +14,7 @@ from pytyr.errors import ConfigError, ExecError
 from pytyr.lean import check_files, instantiate_model, load
 from pytyr.pipeline import LeanModels, module_from_graph
 from pytyr.train import mdlm
+from pytyr.train.diffusion_sample import sample_config
 from pytyr.train.unmask import prompt_template, unmask
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,6 +182,8 @@ def test_recipe_config_instantiates(models):
     g = models.graph("diffusion", cfg["model"])
     assert {p.path: p.shape for p in g.params}["wte"] == (76, 128)
     assert recipe_values() == cfg["model"]
+    sample = sample_config(cfg["sample"], cfg["model"], [chr(i) for i in range(10, 127)])
+    assert sample["length"] == cfg["model"]["t"] == cfg["model"]["c"]["block"]
 
 
 def test_benchmark_runs_and_both_sides_agree():
