@@ -64,6 +64,22 @@ def causalAttention {b h t d : Nat} (q k v : T #[b, h, t, d]) (p : Float := 0.0)
     T #[b, h, t, d] :=
   prim "causal_attention" [q.node, k.node, v.node] [.float "p" p]
 
+/-- Bidirectional (non-causal) scaled dot-product attention per head: every position attends
+to every position of its sequence, `softmax(q kᵀ / √d) v`, with attention dropout `p` while
+training (the encoder attention of BERT and of masked diffusion language models). -/
+def bidirectionalAttention {b h t d : Nat} (q k v : T #[b, h, t, d]) (p : Float := 0.0) :
+    T #[b, h, t, d] :=
+  prim "bidirectional_attention" [q.node, k.node, v.node] [.float "p" p]
+
+/-- `bidirectionalAttention` over padded sequences. `keep : IT #[b, t]` marks the real tokens
+of each sequence `1` and the padding `0` (Hugging Face's `attention_mask`; the IR has no
+boolean dtype, so any nonzero id counts as real). No query attends to a padding key; a
+sequence with no real key at all gets zeros. Padded positions are still queries with outputs:
+give them zero loss weight. -/
+def paddedAttention {b h t d : Nat} (q k v : T #[b, h, t, d]) (keep : IT #[b, t])
+    (p : Float := 0.0) : T #[b, h, t, d] :=
+  prim "padded_attention" [q.node, k.node, v.node, keep.node] [.float "p" p]
+
 /-- Mean cross entropy of class `logits` against integer `target` classes. -/
 def crossEntropy {b c : Nat} (logits : T #[b, c]) (target : IT #[b]) : T #[] :=
   prim "cross_entropy" [logits.node, target.node]
@@ -71,5 +87,14 @@ def crossEntropy {b c : Nat} (logits : T #[b, c]) (target : IT #[b]) : T #[] :=
 /-- Mean cross entropy over every position of a batch of sequences. -/
 def crossEntropy2 {b t v : Nat} (logits : T #[b, t, v]) (target : IT #[b, t]) : T #[] :=
   prim "cross_entropy2" [logits.node, target.node]
+
+/-- Weighted cross entropy over every position of a batch of sequences:
+`(Σᵢ weight[i] · CE(logits[i], target[i])) / (b · t)`, the weighted per-position losses summed
+and divided by the number of positions (so weights all `1` give `crossEntropy2`). A position
+of weight `0` adds nothing, but its target is still read and must be a valid class. Masked
+diffusion's ELBO is this with weight `1/t` at the masked positions and `0` elsewhere. -/
+def weightedCrossEntropy2 {b t v : Nat} (logits : T #[b, t, v]) (target : IT #[b, t])
+    (weight : T #[b, t]) : T #[] :=
+  prim "weighted_cross_entropy2" [logits.node, target.node, weight.node]
 
 end torch

@@ -51,6 +51,21 @@ def _rotary(x, base):
     return torch.stack(first + second, dim=-1)
 
 
+def _attend(q, k, v, keep=None):
+    # softmax over the keys written out; padding keys (keep == 0) get no weight and a query
+    # with no real key gets zeros
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    real = torch.ones_like(scores) if keep is None else (keep != 0)[:, None, None, :].to(q.dtype)
+    e = torch.exp(scores - scores.max(-1, keepdim=True).values) * real
+    return e / e.sum(-1, keepdim=True).clamp_min(1e-30) @ v
+
+
+def _weighted_ce(z, t, w):
+    flat, tf = z.reshape(-1, z.shape[-1]), t.reshape(-1)
+    picked = flat[torch.arange(flat.shape[0]), tf]
+    return ((torch.logsumexp(flat, dim=-1) - picked) * w.reshape(-1)).sum() / flat.shape[0]
+
+
 # op: (inputs as (shape, dtype), attrs, output shape, reference written without the op)
 CASES = {
     "linear": ([([4, 3], "f32"), ([5, 3], "f32")], {}, [4, 5], lambda x, w: x @ w.t()),
@@ -97,6 +112,11 @@ CASES = {
     "merge_heads": ([([2, 2, 3, 3], "f32")], {}, [2, 3, 6],
                     lambda x: torch.cat([x[:, 0], x[:, 1]], dim=-1)),
     "causal_attention": ([([1, 2, 4, 3], "f32")] * 3, {"p": 0.0}, [1, 2, 4, 3], _causal),
+    "bidirectional_attention": ([([2, 2, 4, 3], "f32")] * 3, {"p": 0.0}, [2, 2, 4, 3], _attend),
+    "padded_attention": ([([2, 2, 4, 3], "f32")] * 3 + [([2, 4], "i64")], {"p": 0.0}, [2, 2, 4, 3],
+                         _attend),
+    "weighted_cross_entropy2": ([([2, 3, 5], "f32"), ([2, 3], "i64"), ([2, 3], "f32")], {}, [],
+                                _weighted_ce),
     "cross_entropy2": ([([2, 3, 5], "f32"), ([2, 3], "i64")], {}, [],
                        lambda z, t: _ce(z.reshape(6, 5), t.reshape(6))),
     "relu2": ([([3, 4], "f32")], {}, [3, 4], lambda x: torch.where(x > 0, x * x, torch.zeros_like(x))),

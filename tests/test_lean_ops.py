@@ -132,10 +132,26 @@ CASES = [
      "def f (q k v : T #[2, 4, 8, 16]) : T #[2, 4, 8, 16] := causalAttention q k v",
      "def f (q k : T #[2, 4, 8, 16]) (v : T #[2, 4, 9, 16]) : T #[2, 4, 8, 16] := causalAttention q k v",
      ["argument 'v' of 'causalAttention'", "T #[2, 4, 9, 16]", "T #[2, 4, 8, 16]"]),
+    ("bidirectionalAttention",
+     "def f (q k v : T #[2, 4, 8, 16]) : T #[2, 4, 8, 16] := bidirectionalAttention q k v 0.1",
+     "def f (q v : T #[2, 4, 8, 6]) (k : T #[2, 4, 6, 8]) : T #[2, 4, 8, 6] :="
+     " bidirectionalAttention q k v",
+     ["argument 'k' of 'bidirectionalAttention'", "T #[2, 4, 6, 8]", "T #[2, 4, 8, 6]"]),
+    ("paddedAttention",
+     "def f (q k v : T #[2, 4, 8, 6]) (m : IT #[2, 8]) : T #[2, 4, 8, 6] :="
+     " paddedAttention q k v m",
+     "def f (q k v : T #[2, 4, 8, 6]) (m : T #[2, 8]) : T #[2, 4, 8, 6] := paddedAttention q k v m",
+     ["argument 'keep' of 'paddedAttention'", "T #[2, 8]", "IT #[2, 8]"]),
     ("crossEntropy2",
      "def f (z : T #[2, 8, 65]) (y : IT #[2, 8]) : T #[] := crossEntropy2 z y",
      "def f (z : T #[2, 8, 65]) (y : IT #[8, 2]) : T #[] := crossEntropy2 z y",
      ["argument 'target' of 'crossEntropy2'", "IT #[8, 2]", "IT #[2, 8]"]),
+    ("weightedCrossEntropy2",
+     "def f (z : T #[2, 8, 5]) (y : IT #[2, 8]) (w : T #[2, 8]) : T #[] :="
+     " weightedCrossEntropy2 z y w",
+     "def f (z : T #[2, 8, 5]) (y : IT #[2, 8]) (w : T #[2, 8, 5]) : T #[] :="
+     " weightedCrossEntropy2 z y w",
+     ["argument 'weight' of 'weightedCrossEntropy2'", "T #[2, 8, 5]", "T #[2, 8]"]),
     ("relu2",
      "def f (x : T #[2, 3]) : T #[2, 3] := relu2 x",
      "def f (x : T #[2, 3]) : T #[3, 2] := relu2 x",

@@ -153,6 +153,25 @@ def _causal_attention(cx: Lower, args, attrs, types, out) -> fx.Node:
                               {"dropout_p": p, "is_causal": True})
 
 
+def _bidirectional_attention(cx: Lower, args, attrs, types, out) -> fx.Node:
+    # q, k, v: [b, h, t, d] -> softmax(q kᵀ / √d) v: [b, h, t, d], no mask
+    p = cx.g.call_function(operator.mul, (float(attrs["p"]), cx.training))
+    return cx.g.call_function(F.scaled_dot_product_attention, tuple(args), {"dropout_p": p})
+
+
+def _padded_attention(cx: Lower, args, attrs, types, out) -> fx.Node:
+    # q, k, v: [b, h, t, d], keep: i64[b, t] -> [b, h, t, d]; the keys where keep == 0 are
+    # masked out by a boolean mask [b, 1, 1, t] broadcast over heads and queries (SDPA gives
+    # zeros for a query with no key left)
+    q, k, v, keep = args
+    b, t = types[3].shape
+    real = cx.g.call_function(torch.ne, (keep, 0))
+    mask = cx.g.call_method("view", (real, b, 1, 1, t))
+    p = cx.g.call_function(operator.mul, (float(attrs["p"]), cx.training))
+    return cx.g.call_function(F.scaled_dot_product_attention, (q, k, v),
+                              {"attn_mask": mask, "dropout_p": p})
+
+
 def _cross_entropy2(cx: Lower, args, attrs, types, out) -> fx.Node:
     # logits: [b, t, v], target: i64[b, t] -> [] (mean over every position)
     logits, target = args
@@ -160,6 +179,17 @@ def _cross_entropy2(cx: Lower, args, attrs, types, out) -> fx.Node:
     flat = cx.g.call_method("reshape", (logits, -1, v))
     tflat = cx.g.call_method("reshape", (target, -1))
     return cx.g.call_function(F.cross_entropy, (flat, tflat))
+
+
+def _weighted_cross_entropy2(cx: Lower, args, attrs, types, out) -> fx.Node:
+    # logits: [b, t, v], target: i64[b, t], weight: [b, t] -> Σ weight·CE / (b·t): []
+    logits, target, weight = args
+    v = types[0].shape[-1]
+    flat = cx.g.call_method("reshape", (logits, -1, v))
+    tflat = cx.g.call_method("reshape", (target, -1))
+    per_position = cx.g.call_function(F.cross_entropy, (flat, tflat), {"reduction": "none"})
+    wflat = cx.g.call_method("reshape", (weight, -1))
+    return cx.g.call_function(torch.mean, (cx.g.call_function(torch.mul, (per_position, wflat)),))
 
 
 OPS: dict[str, Lowering] = {
@@ -208,7 +238,12 @@ OPS: dict[str, Lowering] = {
     "merge_heads": _merge_heads,
     "rotary": _rotary,
     "causal_attention": _causal_attention,
+    # q, k, v: [b, h, t, d] (, keep: i64[b, t]) -> [b, h, t, d], every key visible (but padding)
+    "bidirectional_attention": _bidirectional_attention,
+    "padded_attention": _padded_attention,
     # logits: [b, c], target: i64[b] -> [] (mean over the batch)
     "cross_entropy": _call(F.cross_entropy),
     "cross_entropy2": _cross_entropy2,
+    # logits: [b, t, v], target: i64[b, t], weight: [b, t] -> [] (weighted, over b·t positions)
+    "weighted_cross_entropy2": _weighted_cross_entropy2,
 }

@@ -1,0 +1,163 @@
+"""The masked diffusion model of `examples/diffusion/Diffusion.lean` through Tyr's executor vs
+the same bidirectional transformer and loss in plain PyTorch (`bench/diffusion_plain.py`).
+
+Config: the model of `examples/diffusion/config.json` (the CPU recipe). The plain model loads
+the Tyr module's state dict as it is (the same keys), so both do the same arithmetic: losses
+are compared step by step and the parameters at the end. A training step is forward +
+`zero_grad` + backward + AdamW step (lr 1e-3, betas (0.9, 0.99), weight decay 0.1 on rank >= 2
+via `pytyr.train.loop.param_groups`) on MDLM batches (`pytyr.train.mdlm.diffusion_batch` of
+random characters), the same batches on both sides. Steps ALTERNATE between the sides, the
+order flipped every pair, after a warm-up, so drift in machine speed hits both alike.
+
+Reported: median ms per step each, `plain/tyr` (goal >= 0.97) and the median of the per-pair
+ratios, the forward alone, and the same-math check.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import time
+from typing import Any
+
+import torch
+from torch import nn
+
+from bench import ROOT, pair_result, pair_rows, summarize
+from bench.diffusion_plain import Diffusion, DiffusionConfig
+
+GOAL_RATIO = 0.97
+LEAN_FILE = ROOT / "examples" / "diffusion" / "Diffusion.lean"
+CONFIG = ROOT / "examples" / "diffusion" / "config.json"
+LR, BETAS, WEIGHT_DECAY = 1e-3, (0.9, 0.99), 0.1
+N_BATCHES = 8  # distinct batches, cycled
+
+
+def recipe_values(**over: Any) -> dict[str, Any]:
+    """The `model` values of config.json; `over` replaces `c` fields or b/t."""
+    model = json.loads(CONFIG.read_text(encoding="utf-8"))["model"]
+    v: dict[str, Any] = {"c": dict(model["c"]), "b": model["b"], "t": model["t"]}
+    for k, x in over.items():
+        (v if k in ("b", "t") else v["c"])[k] = x
+    return v
+
+
+def build_pair(values: dict[str, Any], seed: int = 0) -> tuple[nn.Module, Diffusion]:
+    """The Tyr module of Diffusion.lean's `diffusion` for `values` and a plain model holding
+    its weights."""
+    from pytyr.pipeline import graph_from_lean, module_from_graph
+
+    tyr = module_from_graph(graph_from_lean(LEAN_FILE, "diffusion", values), seed=seed)
+    plain = Diffusion(DiffusionConfig.from_tyr(values["c"]))
+    plain.load_state_dict(tyr.state_dict())
+    return tyr, plain
+
+
+def batches(values: dict[str, Any], n: int, seed: int) -> list[tuple[torch.Tensor, ...]]:
+    """`n` MDLM batches (ids, targets, weights) of random characters."""
+    from pytyr.train import mdlm
+
+    gen = torch.Generator().manual_seed(seed)
+    b, t, vocab = values["b"], values["t"], values["c"]["vocab"]
+    out = []
+    for _ in range(n):
+        batch = mdlm.diffusion_batch(torch.randint(0, vocab, (b, t), generator=gen), vocab, gen)
+        out.append(tuple(batch[k] for k in mdlm.INPUTS))
+    return out
+
+
+def _optimizer(module: nn.Module) -> torch.optim.Optimizer:
+    from pytyr.train.loop import param_groups
+
+    return torch.optim.AdamW(param_groups(module, WEIGHT_DECAY), lr=LR, betas=BETAS)
+
+
+def _step(fwd: Any, opt: torch.optim.Optimizer, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    loss = fwd(*batch)[1]
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def _timed(fn: Any, *args: Any) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = fn(*args)
+    return time.perf_counter() - t0, out
+
+
+def bench_pair(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0,
+               breakdown_iters: int = 0) -> dict[str, Any]:
+    """Alternating training steps of both sides on the same batches."""
+    tyr, plain = build_pair(values, seed)
+    mods = {"tyr": tyr, "plain": plain}
+    opts = {side: _optimizer(m) for side, m in mods.items()}
+    data = batches(values, N_BATCHES, seed + 1)
+    times: dict[str, list[float]] = {"tyr": [], "plain": []}
+    max_loss_diff = 0.0
+    gc.collect()
+    for i in range(warmup + steps):
+        batch = data[i % len(data)]
+        losses = {}
+        for side in (("tyr", "plain") if i % 2 == 0 else ("plain", "tyr")):
+            dt, loss = _timed(_step, mods[side], opts[side], batch)
+            losses[side] = float(loss.detach())
+            if i >= warmup:
+                times[side].append(dt)
+        max_loss_diff = max(max_loss_diff, abs(losses["tyr"] - losses["plain"]))
+    psd = plain.state_dict()
+    max_param_diff = max(float((v - psd[k]).abs().max()) for k, v in tyr.state_dict().items())
+    result = pair_result(values, sum(q.numel() for q in tyr.parameters()), steps, warmup,
+                         times, max_loss_diff, max_param_diff)
+    if breakdown_iters > 0:
+        fwd: dict[str, list[float]] = {"tyr": [], "plain": []}
+        for i in range(breakdown_iters):
+            for side in (("tyr", "plain") if i % 2 == 0 else ("plain", "tyr")):
+                fwd[side].append(_timed(mods[side], *data[0])[0])
+        result["breakdown"] = {"forward_tyr_ms": summarize(fwd["tyr"])["median_ms"],
+                               "forward_plain_ms": summarize(fwd["plain"])["median_ms"]}
+    return result
+
+
+def run(*, quick: bool = False, steps: int | None = None, warmup: int | None = None,
+        breakdown_iters: int | None = None, values: dict[str, Any] | None = None
+        ) -> dict[str, Any]:
+    """Time the pair on the recipe's model (or `values`); keywords override the counts."""
+    n, w = (30, 5) if quick else (120, 15)
+    n = steps if steps is not None else n
+    w = warmup if warmup is not None else w
+    bd = breakdown_iters if breakdown_iters is not None else n // 2
+    return {
+        "benchmark": "diffusion",
+        "goal_ratio": GOAL_RATIO,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "optimizer": f"AdamW(lr={LR}, betas={BETAS}, weight decay {WEIGHT_DECAY} on rank>=2)",
+        "result": bench_pair(values or recipe_values(), steps=n, warmup=w, breakdown_iters=bd),
+    }
+
+
+def rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(what, median ms, p90 ms, note) lines for the printed table."""
+    r = result["result"]
+    v, c = r["values"], r["values"]["c"]
+    label = f"diffusion: {c['n_layer']}L {c['n_head']}x{c['head_dim']}, b {v['b']} t {v['t']}"
+    return pair_rows(label, r, result["goal_ratio"], 2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bench.diffusion [--quick]`: this benchmark alone, results as JSON on stdout."""
+    p = argparse.ArgumentParser(prog="python -m bench.diffusion",
+                                description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    r = run(quick=p.parse_args(argv).quick)
+    for row in rows(r):
+        print("  ".join(x for x in row if x))
+    json.dump(r, sys.stdout, indent=1)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
