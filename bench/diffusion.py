@@ -5,7 +5,7 @@ Config: the model of `examples/diffusion/config.json` (the CPU recipe). The plai
 the Tyr module's state dict as it is (the same keys), so both do the same arithmetic: losses
 are compared step by step and the parameters at the end. A training step is forward +
 `zero_grad` + backward + AdamW step (lr 1e-3, betas (0.9, 0.99), weight decay 0.1 on rank >= 2
-via `pytyr.train.loop.param_groups`) on MDLM batches (`pytyr.train.mdlm.diffusion_batch` of
+via `pytyr.train.optim.param_groups`) on MDLM batches (`pytyr.train.mdlm.diffusion_batch` of
 random characters), the same batches on both sides. Steps ALTERNATE between the sides, the
 order flipped every pair, after a warm-up, so drift in machine speed hits both alike.
 
@@ -35,9 +35,11 @@ N_BATCHES = 8  # distinct batches, cycled
 
 
 def recipe_values(**over: Any) -> dict[str, Any]:
-    """The `model` values of config.json; `over` replaces `c` fields or b/t."""
-    model = json.loads(CONFIG.read_text(encoding="utf-8"))["model"]
-    v: dict[str, Any] = {"c": dict(model["c"]), "b": model["b"], "t": model["t"]}
+    """The model's values for config.json's recipe (`b`, `t` as `tyr train` fills them from
+    train.batch and task.seq); `over` replaces `c` fields or b/t."""
+    cfg = json.loads(CONFIG.read_text(encoding="utf-8"))
+    v: dict[str, Any] = {"c": dict(cfg["model"]["c"]), "b": cfg["train"]["batch"],
+                         "t": cfg["task"]["seq"]}
     for k, x in over.items():
         (v if k in ("b", "t") else v["c"])[k] = x
     return v
@@ -68,7 +70,7 @@ def batches(values: dict[str, Any], n: int, seed: int) -> list[tuple[torch.Tenso
 
 
 def _optimizer(module: nn.Module) -> torch.optim.Optimizer:
-    from pytyr.train.loop import param_groups
+    from pytyr.train.optim import param_groups
 
     return torch.optim.AdamW(param_groups(module, WEIGHT_DECAY), lr=LR, betas=BETAS)
 

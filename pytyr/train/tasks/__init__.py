@@ -13,7 +13,8 @@ from pytyr.errors import ConfigError
 from pytyr.train.task import Task, TaskContext
 
 _REGISTRY: dict[str, type[Task]] = {}
-_BUILTIN = {"char_lm": "char_lm", "shard_lm": "shard_lm", "classification": "classification"}
+_BUILTIN = {"char_lm": "char_lm", "shard_lm": "shard_lm", "classification": "classification",
+            "mdlm": "diffusion"}
 
 
 def register(cls: type[Task]) -> type[Task]:
