@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import fx
 
+from pytyr.exec.dit_ops import DIT_OPS
+from pytyr.exec.shape_ops import SHAPE_OPS
 from pytyr.ir.graph import TensorType
 
 TORCH_DTYPES: dict[str, torch.dtype] = {"f32": torch.float32, "i64": torch.int64}
@@ -211,4 +213,7 @@ OPS: dict[str, Lowering] = {
     # logits: [b, c], target: i64[b] -> [] (mean over the batch)
     "cross_entropy": _call(F.cross_entropy),
     "cross_entropy2": _cross_entropy2,
+    # Tyr/Shape.lean and Tyr/DiT.lean (shape_ops.py, dit_ops.py)
+    **SHAPE_OPS,
+    **DIT_OPS,
 }
