@@ -197,7 +197,7 @@ def test_grid_has_one_row_per_class(tmp_path):
     images = torch.stack([torch.full((1, 2, 2), -1.0 + k / 2.5) for k in range(6)])
     arr = grid_array(images, rows=3, scale=2, pad=1)
     assert arr.shape == (3 * 5 + 1, 2 * 5 + 1, 1) and arr.dtype == torch.uint8
-    assert int(arr[1, 1, 0]) == 0 and int(arr[0, 0, 0]) == 255  # image 0 is black, pad white
+    assert int(arr[1, 1, 0]) == 0 and int(arr[0, 0, 0]) == 128  # image 0 is black, pad gray
     assert int(arr[1 + 2 * 5, 1 + 5, 0]) == 255  # image 5 (row 2, column 1) is +1: white
     assert int(arr[1 + 5, 1, 0]) == round(255 * 0.4)  # image 2 (row 1, column 0)
     path = write_grid(images, tmp_path / "samples.png", rows=3, scale=2)

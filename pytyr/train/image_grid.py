@@ -25,7 +25,8 @@ def class_grid_labels(num_classes: int, per_class: int) -> Tensor:
 def grid_array(images: Tensor, rows: int, *, scale: int = 4, pad: int = 1) -> Tensor:
     """`images` `[n, c, h, w]` (c = 1 or 3, values about `[-1, 1]`) as one uint8 image
     `[rows·(h·scale + pad) + pad, cols·(w·scale + pad) + pad, c]`, row-major, each pixel a
-    `scale × scale` block, separated by `pad` white lines."""
+    `scale × scale` block, separated by `pad` lines of mid gray (apart from both black
+    background and white strokes)."""
     if images.dim() != 4 or images.shape[1] not in (1, 3):
         raise ConfigError(f"a grid needs images [n, 1 or 3, h, w], got {list(images.shape)}")
     n, c, h, w = images.shape
@@ -37,7 +38,7 @@ def grid_array(images: Tensor, rows: int, *, scale: int = 4, pad: int = 1) -> Te
     tiles = to_gray(images.detach().float().cpu())
     tiles = tiles.repeat_interleave(scale, -2).repeat_interleave(scale, -1)
     th, tw = h * scale, w * scale
-    out = torch.ones(c, rows * (th + pad) + pad, cols * (tw + pad) + pad)
+    out = torch.full((c, rows * (th + pad) + pad, cols * (tw + pad) + pad), 0.5)
     for k in range(n):
         r, q = divmod(k, cols)
         top, left = pad + r * (th + pad), pad + q * (tw + pad)
