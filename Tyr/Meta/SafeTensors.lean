@@ -127,7 +127,7 @@ partial def buildLevel (path : String) (es : Array (List String × Spec)) : Exce
   -- Children numbered `0, 1, …, n-1` whose subtrees agree make a list; any other children are
   -- fields, numerals included (`img_mlp.0`, `img_mlp.2`: an `nn.Sequential`'s layers around a
   -- parameter-free one, the fields `«0»` and `«2»`).
-  let numbered := (kids.mapIdx fun i kid => kid.1 == toString i).all id
+  let numbered := (List.range kids.size).all fun i => kids[i]!.1 == toString i
   if numbered && kids.all (fun kid => shapeSig kid.2 == shapeSig kids[0]!.2) then
     return .list (kids.map (·.2))
   return .node kids
