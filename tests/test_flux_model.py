@@ -154,7 +154,8 @@ MISTAKES = [
      "let x := catSeq3 (lin3 p.txt_in txt) (lin3 p.img_in (patchify (reshape img "
      "#[b, c.in_channels, c.grid_h * c.patch + 1, c.grid_w * c.patch])))", "by decide"),
     # joint attention needs equal stream widths: a text stream of another width is caught
-    ("  txt_in : Linear c.hidden c.context_in_dim", "  txt_in : Linear c.mlp_hidden c.context_in_dim",
+    ("  txt_in : Linear c.hidden c.context_in_dim",
+     "  txt_in : Linear c.mlp_hidden c.context_in_dim",
      "argument 'y' of 'catSeq3'"),
     # the QK-norm gain has the head width, not the model width
     ("  norm : QKNorm c.head_dim\n  proj", "  norm : QKNorm c.hidden\n  proj",

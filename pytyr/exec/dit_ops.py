@@ -102,7 +102,8 @@ def _gate(cx: Lower, args, attrs, types, out) -> fx.Node:
 def _timestep_embedding(cx: Lower, args, attrs, types, out) -> fx.Node:
     # t: [b] -> cat(cos(t' ω), sin(t' ω)): [b, 2·half], t' = timeFactor · t
     g = cx.g
-    freqs = g.call_function(timestep_freqs, (args[0], int(attrs["half"]), float(attrs["maxPeriod"])))
+    freqs = g.call_function(timestep_freqs,
+                            (args[0], int(attrs["half"]), float(attrs["maxPeriod"])))
     t = g.call_function(operator.mul, (float(attrs["timeFactor"]), args[0]))
     angle = g.call_function(operator.mul, (g.call_method("unsqueeze", (t, 1)),
                                            g.call_method("unsqueeze", (freqs, 0))))
