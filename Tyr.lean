@@ -2,6 +2,8 @@ import Tyr.Core
 import Tyr.Meta
 import Tyr.Ops
 import Tyr.NN
+import Tyr.Shape
+import Tyr.DiT
 
 /-!
 # Tyr — shape-typed tensors and models in Lean 4

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from graphs import GraphBuilder, mlp
+from op_oracles import ORACLE_IMPLICIT, ORACLES
 from pytyr.errors import ExecError
 from pytyr.exec.lower import TyrModule, build_module
 from pytyr.exec.ops import OPS
@@ -129,6 +130,8 @@ CASES = {
 # Implicit arguments the validator cannot invert from closed shapes (`h * d`, `3 * d`).
 IMPLICIT = {"split_heads": {"b": 2, "t": 3, "h": 2, "d": 3}, "merge_heads": {"b": 2, "h": 2, "t": 3, "d": 3},
             "third": {"b": 2, "t": 3, "d": 2}, "rotary": {"b": 2, "h": 2, "t": 5, "k": 3}}
+CASES.update(ORACLES)  # Tyr/Shape.lean, Tyr/DiT.lean
+IMPLICIT.update(ORACLE_IMPLICIT)
 
 
 def test_cases_cover_the_op_table():

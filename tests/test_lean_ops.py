@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.lean.helpers import check_src, one_error
+from tests.lean.op_cases import DIT_CASES, SHAPE_CASES
 
 # (name, accepted source, rejected source, fragments the error must contain)
 CASES = [
@@ -173,6 +174,7 @@ CASES = [
      "def f (k : Nat) (x : T #[2, 4, 8, k]) : T #[2, 4, 8, k] := rotary x",
      ["argument 'x' of 'rotary'", "T #[2, 4, 8, k]", "T #[?b, ?h, ?t, 2 * ?k]"]),
 ]
+CASES += SHAPE_CASES + DIT_CASES  # Tyr/Shape.lean, Tyr/DiT.lean
 
 
 @pytest.mark.parametrize("name,good,bad,frags", CASES, ids=[c[0] for c in CASES])

@@ -61,11 +61,29 @@ def test_schema_snapshot_stands_in_for_the_weights(ckpt):
     assert _check(ckpt, ok.replace("Tiny", "Bert"), '"tiny.schema.json"') == []
 
 
-def test_non_uniform_lists_and_missing_files_are_errors(ckpt, tmp_path):
-    save_file({"layers.0.w": torch.zeros(2, 2), "layers.1.w": torch.zeros(3, 2)},
+def test_numbered_children_that_make_no_list_are_fields(ckpt):
+    # An nn.Sequential numbers its layers: a parameter-free one leaves a gap (Flux's
+    # `img_mlp.0`, `img_mlp.2`), layers of different shapes make no list: both are
+    # structures whose fields are numerals, written `«0»` in Lean.
+    save_file({"mlp.0.w": torch.zeros(4, 2), "mlp.2.w": torch.zeros(2, 4),
+               "layers.0.w": torch.zeros(2, 2), "layers.1.w": torch.zeros(3, 2),
+               "mixed.0.w": torch.zeros(1), "mixed.norm": torch.zeros(5)},
               str(ckpt / "odd.safetensors"))
-    d = _check(ckpt, "", '"odd.safetensors"')
-    assert "'layers.1' differs from 'layers.0'" in d[0].message and d[0].pos.line == 3
+    body = ("def a : T #[2, 4] := Odd.mlp.«2».w\n"
+            "def b : T #[3, 2] := Odd.layers.«1».w\n"
+            "def c : T #[5] := Odd.mixed.norm\n"
+            "def d : T #[1] := Odd.mixed.«0».w")
+    assert _check(ckpt, body.replace("Odd", "Bert"), '"odd.safetensors"') == []
+    d = _check(ckpt, "def a : T #[4, 2] := Bert.mlp.«2».w", '"odd.safetensors"')
+    assert len(d) == 1 and "T #[2, 4]" in d[0].message and d[0].pos.line == 4
+    d = _check(ckpt, "def a : T #[4, 2] := Bert.mlp.«1».w", '"odd.safetensors"')
+    assert len(d) == 1 and "invalid field '1'" in d[0].message
+
+
+def test_a_top_level_list_and_missing_files_are_errors(ckpt):
+    save_file({"0.w": torch.zeros(2), "1.w": torch.zeros(2)}, str(ckpt / "list.safetensors"))
+    d = _check(ckpt, "", '"list.safetensors"')
+    assert "the top level of the checkpoint is a list" in d[0].message and d[0].pos.line == 3
     d = _check(ckpt, "", '"nope.safetensors"')
     assert "checkpoint 'nope.safetensors' not found" in d[0].message
 
@@ -148,3 +166,11 @@ def test_a_model_checked_against_a_snapshot_cannot_run_without_weights(ckpt):
     with pytest.raises(ExecError) as e:
         module_from_graph(g)
     assert "schema snapshot" in str(e.value) and "no weights" in str(e.value)
+
+
+def test_names_sort_as_the_lean_provider_sorts_them():
+    # `segLt` in Tyr/Meta/SafeTensors.lean: segment by segment, two indices by value,
+    # anything else by code point (so a name may sort before a numeral: '-' < '0')
+    from pytyr.lean.provider import _key
+    names = ["b.10", "a-c", "b.9", "a.z", "b.-x", "b.02", "b.2", "a"]
+    assert sorted(names, key=_key) == ["a", "a.z", "a-c", "b.-x", "b.02", "b.2", "b.9", "b.10"]

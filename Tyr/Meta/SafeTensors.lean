@@ -16,8 +16,9 @@ named subtree of the dotted tensor names, and the constant `Bert`:
 * The path may also be a `.schema.json` snapshot or a directory (the shards named by its
   `model.safetensors.index.json`, else all its `*.safetensors`). A relative path is looked up
   beside the Lean file, then in the current directory.
-* Numeric segments make lists (indices `0 … n-1`, items with the same names, dtypes, shapes
-  and list lengths), other segments fields, sorted (numbers by value, names by code point).
+* Children numbered `0 … n-1` whose items have the same names, dtypes, shapes and list
+  lengths make lists; other children are fields, numerals included (Flux's `img_mlp.0` and
+  `img_mlp.2` are the fields `«0»` and `«2»`), sorted (numbers by value, names by code point).
 * The structure at the named path `a.b` (list indices left out: items share one type) is
   `Bert.a.b.Schema`, the root's `Bert.Schema` (`Bert.Schema.a` is the root's projection `a`).
 * A tensor field is `torch.T #[d₀, …]` (float dtypes) or `torch.IT #[…]` (integer, `BOOL`), a
@@ -28,9 +29,8 @@ named subtree of the dotted tensor names, and the constant `Bert`:
   `IO.FS.realPath`, `NAME` the full tensor name), as the Python checker instantiates it;
   integer tensors are `default`.
 
-Errors name the file and the tensor (a gap or uneven items in a list, indices mixed with names,
-a tensor that is also a prefix, an unknown dtype, a field named `mk`, `rec`, … or a subtree
-named `Schema`). Lake does not track the checkpoint: touch the Lean file after changing it.
+Errors name the file and the tensor (a top level that is a list, a tensor that is also a
+prefix, an unknown dtype, a field named `mk`, `rec`, … or a subtree named `Schema`). Lake does not track the checkpoint: touch the Lean file after changing it.
 The Python checker implements the same command natively (`docs/lean-meta.md`).
 -/
 
@@ -116,30 +116,21 @@ partial def buildLevel (path : String) (es : Array (List String × Spec)) : Exce
     | none => groups := groups.push (seg, #[(segs.tail, s)])
   let join := fun (k : String) => if path.isEmpty then k else path ++ "." ++ k
   let firstName := fun (g : Array (List String × Spec)) => g[0]!.2.name
-  let numeric := groups.filter (isIndex ·.1)
-  if numeric.isEmpty then
-    let mut kids : Array (String × Tree) := #[]
-    for (k, g) in groups do
-      if reserved.contains k then
-        throw s!"tensor '{firstName g}': '{k}' cannot be a field (Lean declares it for a structure)"
-      let t ← buildLevel (join k) g
-      if k == "Schema" && !(t matches .leaf _) then
-        throw s!"tensor '{firstName g}': 'Schema' names the generated types, not a subtree"
-      kids := kids.push (k, t)
-    return .node kids
-  if numeric.size < groups.size then
-    throw s!"tensor '{firstName groups[0]!.2}': '{path}' holds both list indices and names"
-  let mut items : Array Tree := #[]
+  let mut kids : Array (String × Tree) := #[]
   for (k, g) in groups do
-    unless k == toString items.size do
-      throw (s!"tensor '{firstName g}': the list '{path}' must be numbered 0, 1, 2, … " ++
-        s!"without gaps; expected index {items.size}, found '{k}'")
-    items := items.push (← buildLevel (join k) g)
-  for (t, (k, g)) in items.zip groups do
-    if shapeSig t != shapeSig items[0]! then
-      throw (s!"tensor '{firstName g}': item {k} of the list '{path}' differs from item 0 " ++
-        "(items must have the same names, dtypes, shapes and list lengths)")
-  return .list items
+    if reserved.contains k then
+      throw s!"tensor '{firstName g}': '{k}' cannot be a field (Lean declares it for a structure)"
+    let t ← buildLevel (join k) g
+    if k == "Schema" && !(t matches .leaf _) then
+      throw s!"tensor '{firstName g}': 'Schema' names the generated types, not a subtree"
+    kids := kids.push (k, t)
+  -- Children numbered `0, 1, …, n-1` whose subtrees agree make a list; any other children are
+  -- fields, numerals included (`img_mlp.0`, `img_mlp.2`: an `nn.Sequential`'s layers around a
+  -- parameter-free one, the fields `«0»` and `«2»`).
+  let numbered := (List.range kids.size).all fun i => kids[i]!.1 == toString i
+  if numbered && kids.all (fun kid => shapeSig kid.2 == shapeSig kids[0]!.2) then
+    return .list (kids.map (·.2))
+  return .node kids
 
 /-- The tree of a checkpoint's tensors; its root is a named level. -/
 def buildTree (specs : Array Spec) : Except String Tree := do

@@ -68,18 +68,32 @@ def spec (name : String) (shape : Array Nat := #[2]) (dtype : String := "F32") :
 /-- Whether the tensors make a valid tree. -/
 def ok (specs : Array Spec) : Bool := buildTree specs matches .ok _
 
-#guard ok #[spec "a.0.w", spec "a.1.w"]
-#guard ok ((List.range 11).toArray.map fun i => spec s!"b.{i}.w")
--- Lists: numbered from 0 without gaps, canonical indices, items of one structure.
-#guard !ok #[spec "a.0.w", spec "a.2.w"]
-#guard !ok #[spec "a.1.w"]
-#guard !ok #[spec "a.0.w", spec "a.01.w"]
-#guard !ok #[spec "a.0.w", spec "a.1.w" #[3]]
-#guard !ok #[spec "a.0.w", spec "a.1.w" #[2] "F16"]
-#guard !ok #[spec "a.0.w", spec "a.1.v"]
-#guard !ok #[spec "a.0.b.0.w", spec "a.1.b.0.w", spec "a.1.b.1.w"]
--- Levels hold either indices or names; a tensor is never also a prefix; the root has names.
-#guard !ok #[spec "a.0", spec "a.x"]
+/-- Whether the tensors make a valid tree whose child `a` of the root is a list. -/
+def listAt (specs : Array Spec) : Bool :=
+  match buildTree specs with
+  | .ok (.node kids) => kids.any fun kid => kid.1 == "a" && kid.2 matches .list _
+  | _ => false
+
+/-- Whether the tensors make a valid tree whose child `a` of the root is a structure. -/
+def fieldsAt (specs : Array Spec) : Bool :=
+  match buildTree specs with
+  | .ok (.node kids) => kids.any fun kid => kid.1 == "a" && kid.2 matches .node _
+  | _ => false
+
+#guard listAt #[spec "a.0.w", spec "a.1.w"]
+#guard listAt ((List.range 11).toArray.map fun i => spec s!"a.{i}.w")
+-- Lists: numbered from 0 without gaps, canonical numerals, items of one structure. Other
+-- numbered children are fields, as an `nn.Sequential` numbers its layers (Flux's
+-- `img_mlp.0`, `img_mlp.2` around a parameter-free GELU): `Name.a.«2».w`.
+#guard fieldsAt #[spec "a.0.w", spec "a.2.w"]
+#guard fieldsAt #[spec "a.1.w"]
+#guard fieldsAt #[spec "a.0.w", spec "a.01.w"]
+#guard fieldsAt #[spec "a.0.w", spec "a.1.w" #[3]]
+#guard fieldsAt #[spec "a.0.w", spec "a.1.w" #[2] "F16"]
+#guard fieldsAt #[spec "a.0.w", spec "a.1.v"]
+#guard fieldsAt #[spec "a.0.b.0.w", spec "a.1.b.0.w", spec "a.1.b.1.w"]
+#guard fieldsAt #[spec "a.0", spec "a.x"]
+-- A tensor is never also a prefix; the root has names.
 #guard !ok #[spec "a", spec "a.b"]
 #guard !ok #[spec "0.w"]
 #guard !ok #[spec "a..b"]

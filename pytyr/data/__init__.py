@@ -1,5 +1,5 @@
 """Data: token shards on disk, the Shakespeare corpus, LM batch iterators, parquet text
-datasets and tokenizers.
+datasets, tokenizers and scikit-learn's handwritten digits.
 
 Names are imported on first use (PEP 562), so `tyr check` and the CLI's start-up do not pay
 for torch, pyarrow and tokenizers.
@@ -16,6 +16,7 @@ _EXPORTS = {
     "FORMATS": "shards", "read_shard": "shards", "write_shard": "shards",
     "BPETokenizer": "tokenizer", "CharTokenizer": "tokenizer", "encode_documents": "tokenizer",
     "load_tokenizer": "tokenizer", "train_bpe": "tokenizer",
+    "Digits": "digits", "load_digits_split": "digits", "random_batch": "digits",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import fx
 
+from pytyr.exec.dit_ops import DIT_OPS
+from pytyr.exec.shape_ops import SHAPE_OPS
 from pytyr.ir.graph import TensorType
 
 TORCH_DTYPES: dict[str, torch.dtype] = {"f32": torch.float32, "i64": torch.int64}
@@ -246,4 +248,7 @@ OPS: dict[str, Lowering] = {
     "cross_entropy2": _cross_entropy2,
     # logits: [b, t, v], target: i64[b, t], weight: [b, t] -> [] (weighted, over b·t positions)
     "weighted_cross_entropy2": _weighted_cross_entropy2,
+    # Tyr/Shape.lean and Tyr/DiT.lean (shape_ops.py, dit_ops.py)
+    **SHAPE_OPS,
+    **DIT_OPS,
 }

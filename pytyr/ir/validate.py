@@ -452,11 +452,11 @@ def _node_label(name: Any, index: int, op: Any, loc: Any) -> str:
 
 
 def _tree_problems(paths: list[str]) -> list[str]:
-    """Parameter paths must form a tree: no leaf is also a subtree, and the children of one
-    subtree are either all list indices 0..n-1 or all field names (as TensorStruct has)."""
+    """Parameter paths must form a tree: no leaf is also a subtree. Children that are the
+    indices 0..n-1 are a list (a `Vector`); any others are a structure's fields, which may be
+    numerals (Lean's `«2»`: Flux's `img_mlp.0`, `img_mlp.2`, an `nn.Sequential`'s layers)."""
     problems: list[str] = []
     leaves = set(paths)
-    children: dict[str, set[str]] = {"": {p.split(".")[0] for p in paths}}
     for path in paths:
         parts = path.split(".")
         for i in range(1, len(parts)):
@@ -465,14 +465,6 @@ def _tree_problems(paths: list[str]) -> list[str]:
                 problems.append(
                     f"parameter {_short(path)!r}: its prefix {_short(prefix)!r} is itself a parameter"
                 )
-            children.setdefault(prefix, set()).add(parts[i])
-    for prefix, names in children.items():
-        digits = {n for n in names if n.isdigit()}
-        where = f"parameters under {_short(prefix)!r}" if prefix else "top-level parameters"
-        if digits and digits != names:
-            problems.append(f"{where} mix list indices and field names")
-        elif digits and {int(n) for n in digits} != set(range(len(digits))):
-            problems.append(f"{where} have list indices that are not 0..{len(digits) - 1}")
     return problems
 
 

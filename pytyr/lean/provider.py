@@ -3,13 +3,15 @@
 The checker declares what `Tyr/Meta/SafeTensors.lean` generates in Lean, with the same names:
 `Name.Schema` for the root, `Name.a.b.Schema` for the subtree at the named path `a.b` (a
 structure's field `f` is itself the declaration `S.f` in Lean, so types cannot live under
-`Name.Schema`); numeric segments make lists, whose elements share one type; tensor fields are
+`Name.Schema`); children numbered `0 … n-1` whose subtrees agree make lists, whose elements
+share one type, and other numbered children are fields (`«0»`, `«2»`); tensor fields are
 `T #[…]` (float dtypes) or `IT #[…]` (integer and bool dtypes), list fields `Vector τ n`, and
 the constant `Name : Name.Schema`. Only the header is read (or a `.schema.json` snapshot), so a
 model can be checked against a checkpoint's shapes without its weights.
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +54,23 @@ def read_specs(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
             for name, s in specs.items()}
 
 
-def _key(name: str) -> tuple:
-    return tuple((0, int(s), "") if _is_index(s) else (1, 0, s) for s in name.split("."))
+def _seg_cmp(a: str, b: str) -> int:
+    """`segLt` of Tyr/Meta/SafeTensors.lean: two indices of different values by value,
+    otherwise by string (code points)."""
+    if _is_index(a) and _is_index(b) and int(a) != int(b):
+        return -1 if int(a) < int(b) else 1
+    return (a > b) - (a < b)
+
+
+def _name_cmp(x: str, y: str) -> int:
+    for a, b in zip(x.split("."), y.split(".")):
+        c = _seg_cmp(a, b)
+        if c:
+            return c
+    return len(x.split(".")) - len(y.split("."))
+
+
+_key = functools.cmp_to_key(_name_cmp)
 
 
 def _trie(specs: dict[str, tuple[str, tuple[int, ...]]]) -> dict[str, Any]:
@@ -84,6 +101,20 @@ def _signature(node: Any) -> Any:
     return node
 
 
+def _is_list(node: dict[str, Any]) -> bool:
+    """Children numbered exactly `0 … n-1` (canonical numerals) whose subtrees have the same
+    names, dtypes and shapes make a list; any other children, numbered ones included, are the
+    fields of a structure (`img_mlp.0`, `img_mlp.2`: an `nn.Sequential`'s layers around a
+    parameter-free one, the Lean fields `«0»` and `«2»`)."""
+    keys = list(node)
+    if not keys or not all(_is_index(k) and k == str(int(k)) for k in keys):
+        return False
+    if sorted(int(k) for k in keys) != list(range(len(keys))):
+        return False
+    first = _signature(node["0"])
+    return all(_signature(node[k]) == first for k in keys)
+
+
 def declare(name: str, path: Path, pos: Pos) -> dict[str, Any]:
     """The declarations (name → info) for `safetensors_type_provider "path" as name`."""
     specs = read_specs(path)
@@ -107,30 +138,19 @@ def declare(name: str, path: Path, pos: Pos) -> dict[str, Any]:
             raise ProviderError(f"tensor '{where}' has dtype {dtype}, which has no Tyr tensor type")
         return App(fam, (Arr(tuple(Lit(d) for d in shape)),))
 
-    def field_type(node: Any, typename: str, where: str) -> Term:
+    def field_type(node: Any, named: str, where: str) -> Term:
+        """The type of the subtree `node` at the tensor path `where`, whose structure (if it is
+        one) is named after `named`, the path without list indices."""
         if not isinstance(node, dict):
             return leaf_type(node, where)
-        keys = list(node)
-        numeric = [k for k in keys if _is_index(k)]
-        if numeric and len(numeric) != len(keys):
-            raise ProviderError(f"'{where}' mixes numbered and named children "
-                                f"({', '.join(keys[:4])}…)")
-        if numeric:
-            idx = sorted(int(k) for k in keys)
-            if idx != list(range(len(idx))) or any(k != str(int(k)) for k in keys):
-                raise ProviderError(f"'{where}' is a list whose indices are not 0…{len(idx) - 1}: "
-                                    f"{idx[:8]}")
-            first = node["0"]
-            for k in keys:
-                if _signature(node[k]) != _signature(first):
-                    raise ProviderError(f"'{where}.{k}' differs from '{where}.0'; list elements "
-                                        f"must have the same tensors, dtypes and shapes")
-            elem = field_type(first, typename, f"{where}.0")
-            return App("Vector", (elem, Lit(len(idx))))
-        struct(node, typename, where)
+        if _is_list(node):
+            elem = field_type(node["0"], named, f"{where}.0")
+            return App("Vector", (elem, Lit(len(node))))
+        typename = f"{name}.{named}.Schema"
+        struct(node, typename, named, where)
         return App(typename)
 
-    def struct(node: dict[str, Any], typename: str, where: str) -> None:
+    def struct(node: dict[str, Any], typename: str, named: str, where: str) -> None:
         fields = []
         for key, child in node.items():
             path = f"{where}.{key}" if where else key
@@ -138,15 +158,14 @@ def declare(name: str, path: Path, pos: Pos) -> dict[str, Any]:
                 raise ProviderError(f"'{path}': a field cannot be named '{key}' in Lean")
             if key == "Schema" and isinstance(child, dict):
                 raise ProviderError(f"'{path}': a subtree cannot be named 'Schema'")
-            named = ".".join(s for s in path.split(".") if not _is_index(s))
-            ftype = field_type(child, f"{name}.{named}.Schema", path)
+            ftype = field_type(child, f"{named}.{key}" if named else key, path)
             fields.append(FieldInfo(key, fresh(), ftype, pos))
         decls[typename] = StructInfo(typename, (), fields, ["TensorStruct"], pos)
 
     tree = _trie(specs)
-    if any(_is_index(k) for k in tree):
+    if _is_list(tree):
         raise ProviderError(f"{path}: the top level of the checkpoint is a list; name it")
-    struct(tree, root, "")
+    struct(tree, root, "", "")
     decls[name] = DefInfo(name, pos, "def", (), App(root), native=True, tensor_level=True,
                           doc=f"the tensors of {path}", checkpoint=str(path.resolve()))
     return decls

@@ -1,0 +1,156 @@
+"""The Flux-style DiT of `examples/flux/Flux.lean` through Tyr's executor vs the same DiT
+hand-written in plain PyTorch in Flux's module structure (`bench/flux_plain.py`).
+
+Config: `examples/flux/config.json` (8 × 8 digits, 2 double-stream and 2 single-stream
+blocks, width 64), batch as there. The plain model gets a copy of the Tyr module's state dict,
+so both sides do the same arithmetic (the forward passes agree bit for bit; the gradients up
+to summation order), and both see the same rectified-flow batches of real digits
+(`pytyr.train.flow.flow_inputs`). A training step is forward + `zero_grad` + backward + AdamW
+step. Steps ALTERNATE between the sides, the order flipped every pair, after a warm-up.
+
+Reported: median ms per step each, `plain/tyr` (goal >= 0.97), the median of the per-pair
+ratios, the forward alone, and the largest loss and parameter differences.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import time
+from typing import Any
+
+import torch
+from torch import nn
+
+from bench import ROOT, pair_result, pair_rows, summarize
+from bench.flux_plain import Flux, FluxConfig
+
+GOAL_RATIO = 0.97
+FLUX_FILE = ROOT / "examples" / "flux" / "Flux.lean"
+CONFIG_FILE = ROOT / "examples" / "flux" / "config.json"
+LR, BETAS = 1e-3, (0.9, 0.99)
+N_BATCHES = 8
+INPUTS = ("img", "timesteps", "txt", "y", "target")
+
+
+def flux_values(**over: Any) -> dict[str, Any]:
+    """The example's model values; `over` replaces `c` fields or `b`."""
+    model = json.loads(CONFIG_FILE.read_text())["model"]
+    v = {"c": dict(model["c"]), "b": model["b"]}
+    for k, x in over.items():
+        (v if k == "b" else v["c"])[k] = x
+    return v
+
+
+def build_pair(values: dict[str, Any], seed: int = 0) -> tuple[nn.Module, Flux]:
+    """The Tyr module of Flux.lean's `flux` and a plain Flux holding the same state."""
+    from pytyr.pipeline import graph_from_lean, module_from_graph
+
+    tyr = module_from_graph(graph_from_lean(FLUX_FILE, "flux", values), seed=seed)
+    plain = Flux(FluxConfig.from_tyr(values["c"]))
+    plain.load_state_dict(tyr.state_dict())
+    return tyr, plain
+
+
+def batches(values: dict[str, Any], n: int, seed: int) -> list[tuple[torch.Tensor, ...]]:
+    """`n` rectified-flow batches of real digits, as the model's inputs in order."""
+    from pytyr.data.digits import load_digits, random_batch
+    from pytyr.train.flow import flow_inputs
+
+    digits, c = load_digits(), values["c"]
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        d = random_batch(digits, values["b"], gen)
+        x = flow_inputs(d.images, d.labels, gen, num_classes=c["context_in_dim"],
+                        txt_len=c["txt_len"])
+        out.append(tuple(x[k] for k in INPUTS))
+    return out
+
+
+def _step(fwd: Any, opt: torch.optim.Optimizer, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    loss = fwd(*batch)[1]
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def _timed(fn: Any, *args: Any) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = fn(*args)
+    return time.perf_counter() - t0, out
+
+
+def bench_pair(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0,
+               forward_iters: int = 0) -> dict[str, Any]:
+    """Alternating training steps of both sides, then (optionally) forwards alone."""
+    tyr, plain = build_pair(values, seed)
+    mods: dict[str, nn.Module] = {"tyr": tyr, "plain": plain}
+    opts = {side: torch.optim.AdamW(m.parameters(), lr=LR, betas=BETAS) for side, m in mods.items()}
+    data = batches(values, N_BATCHES, seed + 1)
+    times: dict[str, list[float]] = {"tyr": [], "plain": []}
+    max_loss_diff = 0.0
+    gc.collect()
+    for i in range(warmup + steps):
+        order = ("tyr", "plain") if i % 2 == 0 else ("plain", "tyr")
+        losses = {}
+        for side in order:
+            dt, loss = _timed(_step, mods[side], opts[side], data[i % len(data)])
+            losses[side] = float(loss.detach())
+            if i >= warmup:
+                times[side].append(dt)
+        max_loss_diff = max(max_loss_diff, abs(losses["tyr"] - losses["plain"]))
+    psd = plain.state_dict()
+    max_param_diff = max(float((v - psd[k]).abs().max()) for k, v in tyr.state_dict().items())
+    result = pair_result(values, sum(q.numel() for q in tyr.parameters()), steps, warmup,
+                         times, max_loss_diff, max_param_diff)
+    if forward_iters > 0:
+        fwd: dict[str, list[float]] = {"tyr": [], "plain": []}
+        for i in range(forward_iters):
+            for side in (("tyr", "plain") if i % 2 == 0 else ("plain", "tyr")):
+                fwd[side].append(_timed(mods[side], *data[0])[0])
+        result["breakdown"] = {"forward_tyr_ms": summarize(fwd["tyr"])["median_ms"],
+                               "forward_plain_ms": summarize(fwd["plain"])["median_ms"]}
+    return result
+
+
+def run(*, quick: bool = False, steps: int | None = None, warmup: int | None = None,
+        values: dict[str, Any] | None = None) -> dict[str, Any]:
+    n, w = (20, 4) if quick else (100, 10)
+    n = steps if steps is not None else n
+    w = warmup if warmup is not None else w
+    values = values or flux_values()
+    return {"benchmark": "flux", "goal_ratio": GOAL_RATIO, "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "optimizer": f"AdamW(lr={LR}, betas={BETAS}), foreach default",
+            "modes": {"eager": bench_pair(values, steps=n, warmup=w, forward_iters=n // 2)}}
+
+
+def rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(what, median ms, p90 ms, note) lines for the printed table."""
+    out = []
+    for mode, r in result["modes"].items():
+        v, c = r["values"], r["values"]["c"]
+        label = (f"{mode}: {c['depth']}+{c['depth_single_blocks']} blocks, "
+                 f"{c['num_heads']} heads, b {v['b']}")
+        out += pair_rows(label, r, result["goal_ratio"], 2, prefix="flux ")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bench.flux [--quick]`: this benchmark alone, results as JSON on stdout."""
+    p = argparse.ArgumentParser(prog="python -m bench.flux", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args(argv)
+    r = run(quick=args.quick)
+    for row in rows(r):
+        print("  ".join(x for x in row if x))
+    json.dump(r, sys.stdout, indent=1)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

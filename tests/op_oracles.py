@@ -1,0 +1,149 @@
+"""Torch oracles of the ops of Tyr/Shape.lean and Tyr/DiT.lean, in the format of `CASES` in
+tests/test_exec.py (which runs them forward and backward): op → (inputs as (shape, dtype),
+attrs, output shape, reference written without the op). Each reference is built from
+elements, slices and stacks, or from the formula in scalar Python, not from the op's torch
+function."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def _cols(x):
+    return [x[..., i] for i in range(x.shape[-1])]
+
+
+def _ln(x, eps):
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)
+    return (x - mu) / torch.sqrt(var + eps)
+
+
+def _bidirectional(q, k, v):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def _timesteps(t, half, max_period, factor):
+    freqs = [math.exp(-math.log(max_period) * i / half) for i in range(half)]
+    cos = [torch.cos(factor * t * f) for f in freqs]
+    sin = [torch.sin(factor * t * f) for f in freqs]
+    return torch.stack(cos + sin, dim=-1)
+
+
+def _rope_grid(x, txt, gh, gw, pairs, theta):
+    # token n: (0, 0, 0) for n < txt, else (0, r, c) with n - txt = r·gw + c; pair p of the
+    # head belongs to the axis whose pairs it falls in and is turned by +ω·coordinate
+    t = x.shape[-2]
+    coords = [(0, 0, 0)] * txt + [(0, r, c) for r in range(gh) for c in range(gw)]
+    axis_of = [(j, i) for j, k in enumerate(pairs) for i in range(k)]
+    out = []
+    for p, (j, i) in enumerate(axis_of):
+        omega = 1.0 / theta ** (2 * i / (2 * pairs[j]))
+        cos = torch.tensor([math.cos(omega * coords[n][j]) for n in range(t)])
+        sin = torch.tensor([math.sin(omega * coords[n][j]) for n in range(t)])
+        x0, x1 = x[..., 2 * p], x[..., 2 * p + 1]
+        out += [x0 * cos - x1 * sin, x0 * sin + x1 * cos]
+    return torch.stack(out, dim=-1)
+
+
+def _patchify(x, p):
+    b, c, hp, wp = x.shape
+    tokens = [x[:, :, r * p:(r + 1) * p, q * p:(q + 1) * p].reshape(b, c * p * p)
+              for r in range(hp // p) for q in range(wp // p)]
+    return torch.stack(tokens, dim=1)
+
+
+def _unpatchify(x, c, h, w, p):
+    b = x.shape[0]
+    rows = [torch.cat([x[:, r * w + q].reshape(b, c, p, p) for q in range(w)], dim=-1)
+            for r in range(h)]
+    return torch.cat(rows, dim=-2)
+
+
+ORACLES = {
+    "split_last": ([([2, 12], "f32")], {}, [2, 3, 4],
+                   lambda x: torch.stack([x[:, 4 * i:4 * i + 4] for i in range(3)], dim=1)),
+    "split_last3": ([([2, 3, 6], "f32")], {}, [2, 3, 2, 3],
+                    lambda x: torch.stack([x[..., 3 * i:3 * i + 3] for i in range(2)], dim=2)),
+    "merge_last3": ([([2, 3, 4], "f32")], {}, [2, 12],
+                    lambda x: torch.cat([x[:, i] for i in range(3)], dim=-1)),
+    "merge_last4": ([([2, 2, 3, 4], "f32")], {}, [2, 2, 12],
+                    lambda x: torch.cat([x[:, :, i] for i in range(3)], dim=-1)),
+    "merge_first3": ([([2, 3, 4], "f32")], {}, [6, 4],
+                     lambda x: torch.cat([x[i] for i in range(2)], dim=0)),
+    "flatten": ([([3, 4], "f32")], {}, [12], lambda x: torch.cat([x[i] for i in range(3)])),
+    "flatten3": ([([2, 3, 4], "f32")], {}, [24],
+                 lambda x: torch.cat([x[i, j] for i in range(2) for j in range(3)])),
+    "sum_last": ([([3, 4], "f32")], {}, [3], lambda x: sum(_cols(x))),
+    "mean_last": ([([3, 4], "f32")], {}, [3], lambda x: sum(_cols(x)) / 4),
+    "sum_last3": ([([2, 3, 4], "f32")], {}, [2, 3], lambda x: sum(_cols(x))),
+    "mean_last3": ([([2, 3, 4], "f32")], {}, [2, 3], lambda x: sum(_cols(x)) / 4),
+    "sum_seq3": ([([2, 3, 4], "f32")], {}, [2, 4], lambda x: x[:, 0] + x[:, 1] + x[:, 2]),
+    "mean_seq3": ([([2, 3, 4], "f32")], {}, [2, 4],
+                  lambda x: (x[:, 0] + x[:, 1] + x[:, 2]) / 3),
+    "cat_last": ([([2, 3], "f32"), ([2, 4], "f32")], {}, [2, 7],
+                 lambda x, y: torch.stack(_cols(x) + _cols(y), dim=-1)),
+    "cat_last3": ([([2, 3, 2], "f32"), ([2, 3, 1], "f32")], {}, [2, 3, 3],
+                  lambda x, y: torch.stack(_cols(x) + _cols(y), dim=-1)),
+    "cat_seq3": ([([2, 3, 4], "f32"), ([2, 2, 4], "f32")], {}, [2, 5, 4],
+                 lambda x, y: torch.stack([x[:, i] for i in range(3)]
+                                          + [y[:, i] for i in range(2)], dim=1)),
+    "cat_seq4": ([([2, 2, 3, 4], "f32"), ([2, 2, 1, 4], "f32")], {}, [2, 2, 4, 4],
+                 lambda x, y: torch.stack([x[:, :, i] for i in range(3)] + [y[:, :, 0]], dim=2)),
+    "front_last": ([([2, 7], "f32")], {}, [2, 3], lambda x: torch.stack(_cols(x)[:3], dim=-1)),
+    "back_last": ([([2, 7], "f32")], {}, [2, 4], lambda x: torch.stack(_cols(x)[3:], dim=-1)),
+    "front_last3": ([([2, 3, 7], "f32")], {}, [2, 3, 5],
+                    lambda x: torch.stack(_cols(x)[:5], dim=-1)),
+    "back_last3": ([([2, 3, 7], "f32")], {}, [2, 3, 2],
+                   lambda x: torch.stack(_cols(x)[5:], dim=-1)),
+    "front_seq3": ([([2, 5, 4], "f32")], {}, [2, 1, 4], lambda x: x[:, 0:1]),
+    "back_seq3": ([([2, 5, 4], "f32")], {}, [2, 4, 4],
+                  lambda x: torch.stack([x[:, i] for i in range(1, 5)], dim=1)),
+    "front_seq4": ([([2, 2, 5, 4], "f32")], {}, [2, 2, 2, 4],
+                   lambda x: torch.stack([x[:, :, 0], x[:, :, 1]], dim=2)),
+    "back_seq4": ([([2, 2, 5, 4], "f32")], {}, [2, 2, 3, 4],
+                  lambda x: torch.stack([x[:, :, i] for i in range(2, 5)], dim=2)),
+    "chunk": ([([2, 6], "f32")], {"i": 1}, [2, 2], lambda x: torch.stack([x[:, 2], x[:, 3]], -1)),
+    "chunk3": ([([2, 3, 6], "f32")], {"i": 2}, [2, 3, 2],
+               lambda x: torch.stack([x[..., 4], x[..., 5]], -1)),
+    "bmm4": ([([2, 2, 3, 4], "f32"), ([2, 2, 4, 5], "f32")], {}, [2, 2, 3, 5],
+             lambda x, y: (x[..., :, :, None] * y[..., None, :, :]).sum(-2)),
+    "silu": ([([3, 4], "f32")], {}, [3, 4], lambda x: x / (1 + torch.exp(-x))),
+    "gelu_tanh": ([([3, 4], "f32")], {}, [3, 4],
+                  lambda x: 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi)
+                                                      * (x + 0.044715 * x ** 3)))),
+    "layer_norm_no_affine3": ([([2, 3, 6], "f32")], {"eps": 1e-6}, [2, 3, 6],
+                              lambda x: _ln(x, 1e-6)),
+    "rms_norm_scale4": ([([2, 2, 3, 4], "f32"), ([4], "f32")], {"eps": 1e-2}, [2, 2, 3, 4],
+                        lambda x, s: x / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-2) * s),
+    "modulate": ([([2, 3, 4], "f32"), ([2, 4], "f32"), ([2, 4], "f32")], {}, [2, 3, 4],
+                 lambda x, sh, sc: torch.stack([x[:, i] * (1 + sc) + sh for i in range(3)], 1)),
+    "gate": ([([2, 3, 4], "f32"), ([2, 4], "f32")], {}, [2, 3, 4],
+             lambda x, g: torch.stack([x[:, i] * g for i in range(3)], 1)),
+    "timestep_embedding": ([([5], "f32")], {"half": 3, "maxPeriod": 100.0, "timeFactor": 2.0},
+                           [5, 6], lambda t: _timesteps(t, 3, 100.0, 2.0)),
+    "rope_grid": ([([1, 2, 8, 8], "f32")],
+                  {"txt": 2, "gh": 2, "gw": 3, "k0": 1, "k1": 1, "k2": 2, "theta": 100.0},
+                  [1, 2, 8, 8], lambda x: _rope_grid(x, 2, 2, 3, (1, 1, 2), 100.0)),
+    "bidirectional_attention": ([([1, 2, 4, 3], "f32")] * 3, {"p": 0.0}, [1, 2, 4, 3],
+                                _bidirectional),
+    "patchify": ([([2, 3, 4, 6], "f32")], {}, [2, 6, 12], lambda x: _patchify(x, 2)),
+    "unpatchify": ([([2, 6, 12], "f32")], {}, [2, 3, 4, 6],
+                   lambda x: _unpatchify(x, 3, 2, 3, 2)),
+    "mse_loss": ([([2, 3], "f32"), ([2, 3], "f32")], {}, [],
+                 lambda x, y: sum(((x - y) ** 2).flatten()) / 6),
+}
+# Implicit arguments the validator cannot invert from closed shapes (`n * d`, `h * p`).
+ORACLE_IMPLICIT = {
+    "split_last": {"a": 2, "m": 3, "n": 4}, "split_last3": {"a": 2, "b": 3, "m": 2, "n": 3},
+    "chunk": {"a": 2, "n": 3, "d": 2}, "chunk3": {"a": 2, "b": 3, "n": 3, "d": 2},
+    "front_last": {"a": 2, "m": 3, "n": 4}, "back_last": {"a": 2, "m": 3, "n": 4},
+    "front_last3": {"a": 2, "b": 3, "m": 5, "n": 2}, "back_last3": {"a": 2, "b": 3, "m": 5, "n": 2},
+    "front_seq3": {"b": 2, "m": 1, "n": 4, "d": 4}, "back_seq3": {"b": 2, "m": 1, "n": 4, "d": 4},
+    "front_seq4": {"b": 2, "h": 2, "m": 2, "n": 3, "d": 4},
+    "back_seq4": {"b": 2, "h": 2, "m": 2, "n": 3, "d": 4},
+    "patchify": {"b": 2, "c": 3, "h": 2, "w": 3, "p": 2},
+    "unpatchify": {"b": 2, "c": 3, "h": 2, "w": 3, "p": 2},
+}
