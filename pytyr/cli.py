@@ -186,7 +186,11 @@ def cmd_sample(args: argparse.Namespace) -> int:
     run_dir = Path(args.run)
     run = read_run(run_dir)
     source = _source_from_origin(run["origin"], f"{run_dir}/run.json")
-    print(sample(source, run_dir, overrides))
+    made = sample(source, run_dir, overrides)
+    if made.text is not None:
+        print(made.text)
+    for path in made.files:
+        print(f"wrote {path}", file=sys.stderr)
     return 0
 
 

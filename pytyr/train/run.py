@@ -26,7 +26,7 @@ from pytyr.paths import input_dir, input_file, output_dir, output_file
 from pytyr.pipeline import ModelDecl, module_from_graph
 from pytyr.train.match import check_graph, fill_dims, fill_output_dims
 from pytyr.train.settings import load_run_config
-from pytyr.train.task import Feed, TaskContext
+from pytyr.train.task import Feed, SampleOutput, TaskContext
 from pytyr.train.tasks import sample_options, task_class, task_options
 
 
@@ -177,14 +177,22 @@ def _train(source: ModelSource, graph: Graph, model: str, config: dict[str, Any]
                                                if k != "step"))
     wrote = [out / "ckpt", out / "loss.png", out / "metrics.json"]
     weights = {k: v.detach().cpu() for k, v in module.state_dict().items()}
-    text = task.sample(make_factory(source, model, config, weights), sampling)
-    if text is not None:
-        atomic_write_text(out / "sample.txt", text)
-        wrote.append(out / "sample.txt")
+    made = task.sample(make_factory(source, model, config, weights), sampling, out)
+    text = _keep_sample(made, out)
+    wrote += made.files if made is not None else []
     print(f"wrote {', '.join(map(str, wrote))}")
     if text is not None:
         print("--- sample ---\n" + text)
     return 0
+
+
+def _keep_sample(made: SampleOutput | None, out: Path) -> str | None:
+    """Save a sample's text as `sample.txt` beside what the task wrote; return the text."""
+    if made is None or made.text is None:
+        return None
+    atomic_write_text(out / "sample.txt", made.text)
+    made.files.insert(0, out / "sample.txt")
+    return made.text
 
 
 def read_run(run_dir: Path) -> dict[str, Any]:
@@ -211,9 +219,10 @@ def run_weights(run_dir: Path) -> dict[str, Any]:
         return {name: f.tensor(name).clone() for name in f.names()}
 
 
-def sample(source: ModelSource, run_dir: Path, overrides: dict[str, Any]) -> str:
+def sample(source: ModelSource, run_dir: Path, overrides: dict[str, Any]
+           ) -> SampleOutput:
     """`tyr sample --run DIR`: the run's task and trained weights, its sampling options with
-    `overrides` on top."""
+    `overrides` on top; the sample's text is also saved in the run directory."""
     run = read_run(run_dir)
     where = f"{run_dir}/run.json"
     cls = task_class(run["task"], where)
@@ -224,8 +233,9 @@ def sample(source: ModelSource, run_dir: Path, overrides: dict[str, Any]) -> str
     task.prepare()
     factory = make_factory(source, run["model"], run["values"], run_weights(run_dir),
                            str(run_dir / "ckpt"))
-    text = task.sample(factory, options)
-    return "" if text is None else text
+    made = task.sample(factory, options, run_dir) or SampleOutput()
+    _keep_sample(made, run_dir)
+    return made
 
 
 def forward(source: ModelSource, model: str, values: dict[str, Any], inputs_path: Path,

@@ -26,6 +26,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
@@ -103,6 +104,12 @@ class TaskContext:
     source: str = "config"  # where the config came from, for messages
 
 
+@dataclasses.dataclass
+class SampleOutput:
+    text: str | None = None
+    files: list[Path] = dataclasses.field(default_factory=list)
+
+
 ModelFactory = Callable[[str | None, dict[str, Feed], dict[str, int]], Any]
 """`factory(model, feeds, sizes)`: that `@[model]` of the trained file (None: the trained one)
 with its dims filled from the feeds' role sizes, holding the trained weights, in eval mode,
@@ -165,8 +172,9 @@ class Task(abc.ABC):
         """Before training: fail now on what `sample` would fail on later (the sampling
         model's types, a prompt outside the vocabulary). `instantiate` builds a graph only."""
 
-    def sample(self, factory: ModelFactory, options: Any) -> str | None:
-        """Generate from the trained model; return text to show and save (or None)."""
+    def sample(self, factory: ModelFactory, options: Any, out_dir: Path) -> SampleOutput | None:
+        """Generate from the trained model: text to show (and save as `sample.txt`), and any
+        files written into `out_dir` (an image grid). None when the task does not sample."""
         return None
 
     def describe_for_run(self) -> dict[str, Any]:

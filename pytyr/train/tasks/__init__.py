@@ -14,7 +14,7 @@ from pytyr.train.task import Task, TaskContext
 
 _REGISTRY: dict[str, type[Task]] = {}
 _BUILTIN = {"char_lm": "char_lm", "shard_lm": "shard_lm", "classification": "classification",
-            "mdlm": "diffusion"}
+            "mdlm": "diffusion", "image_flow": "image_flow"}
 
 
 def register(cls: type[Task]) -> type[Task]:

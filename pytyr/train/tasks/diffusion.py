@@ -20,6 +20,7 @@ import dataclasses
 import math
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Literal
 
 import torch
@@ -28,7 +29,8 @@ from pytyr.config import setting
 from pytyr.data.batches import RandomBatches
 from pytyr.errors import ConfigError
 from pytyr.train import mdlm
-from pytyr.train.task import Batch, Expect, Feed, ModelFactory, StepRNG, Task, TaskContext
+from pytyr.train.task import (Batch, Expect, Feed, ModelFactory, SampleOutput, StepRNG, Task,
+                              TaskContext)
 from pytyr.train.tasks import register
 from pytyr.train.tasks.char_lm import EVAL_SEED_OFFSET
 
@@ -151,7 +153,7 @@ class MaskedDiffusion(Task):
         length, _ = self._template(options)
         instantiate(options.model, self._feeds(options), {"batch": 1, "seq": length})
 
-    def sample(self, factory: ModelFactory, options: Any) -> str | None:
+    def sample(self, factory: ModelFactory, options: Any, out_dir: Path) -> SampleOutput | None:
         from pytyr.train.unmask import unmask
         from pytyr.train.unmask_view import UnmaskView
 
@@ -179,4 +181,4 @@ class MaskedDiffusion(Task):
         else:
             with view:
                 ids = run(view)
-        return self.data.decode(ids.tolist())
+        return SampleOutput(self.data.decode(ids.tolist()))

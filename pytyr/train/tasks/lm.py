@@ -8,6 +8,7 @@ per context length `t <= seq` and draws tokens with temperature and top-k.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -15,7 +16,7 @@ import torch
 from pytyr.config import setting
 from pytyr.errors import ConfigError
 from pytyr.train.sample import generate
-from pytyr.train.task import Expect, Feed, ModelFactory, Task
+from pytyr.train.task import Expect, Feed, ModelFactory, SampleOutput, Task
 
 TOKENS = Feed("i64", ("batch", "seq"))
 
@@ -64,7 +65,7 @@ class LanguageModelTask(Task):
         _, feeds = self._sampling(options)
         instantiate(options.model, feeds, {"batch": 1, "seq": 1})
 
-    def sample(self, factory: ModelFactory, options: Any) -> str | None:
+    def sample(self, factory: ModelFactory, options: Any, out_dir: Path) -> SampleOutput | None:
         if options is None or options.max_new_tokens == 0:
             return None
         block = self.options.seq
@@ -81,4 +82,4 @@ class LanguageModelTask(Task):
 
         ids = generate(logits_fn, prompt, options.max_new_tokens, options.temperature,
                        options.top_k, options.seed, block_size=block)
-        return self.decode(ids[0].tolist())
+        return SampleOutput(self.decode(ids[0].tolist()))
