@@ -35,9 +35,10 @@ INPUTS = ("img", "timesteps", "txt", "y", "target")
 
 
 def flux_values(**over: Any) -> dict[str, Any]:
-    """The example's model values; `over` replaces `c` fields or `b`."""
-    model = json.loads(CONFIG_FILE.read_text())["model"]
-    v = {"c": dict(model["c"]), "b": model["b"]}
+    """The example's model values (`b` as `tyr train` fills it from train.batch); `over`
+    replaces `c` fields or `b`."""
+    cfg = json.loads(CONFIG_FILE.read_text())
+    v = {"c": dict(cfg["model"]["c"]), "b": cfg["train"]["batch"]}
     for k, x in over.items():
         (v if k == "b" else v["c"])[k] = x
     return v

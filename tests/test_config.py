@@ -142,3 +142,13 @@ def test_any_table_loads_or_is_one_config_error(data):
         load_dataclass(Outer, data, "cfg")
     except ConfigError as e:
         assert "\n" not in str(e) and str(e).startswith("cfg: ")
+
+
+def test_the_config_reference_is_current():
+    from pathlib import Path
+
+    from pytyr.train.reference import reference
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
+    assert doc.read_text(encoding="utf-8") == reference(), \
+        "docs/configuration.md is stale: python -m pytyr.train.reference > docs/configuration.md"

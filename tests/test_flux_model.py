@@ -68,11 +68,12 @@ def inputs(v: dict, seed: int = 1) -> tuple[torch.Tensor, ...]:
 def test_flux_lean_checks_and_the_example_config_instantiates():
     assert check_files(FLUX) == []
     cfg = json.loads((ROOT / "examples" / "flux" / "config.json").read_text())
-    g = graph_from_lean(FLUX, "flux", cfg["model"])
+    values = {**cfg["model"], "b": cfg["train"]["batch"]}  # b: what tyr train fills in
+    g = graph_from_lean(FLUX, "flux", values)
     assert [i.name for i in g.inputs] == ["img", "timesteps", "txt", "y", "target"]
-    assert g.inputs[0].shape == (cfg["model"]["b"], 1, 8, 8)
+    assert g.inputs[0].shape == (cfg["train"]["batch"], 1, 8, 8)
     assert [tuple(o.name for o in g.outputs)] == [("out0", "out1")]
-    sample = graph_from_lean(FLUX, "fluxVelocity", cfg["model"])
+    sample = graph_from_lean(FLUX, "fluxVelocity", values)
     assert [i.name for i in sample.inputs] == ["img", "timesteps", "txt", "y"]
     assert {p.path for p in sample.params} == {p.path for p in g.params}
 
