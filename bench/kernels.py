@@ -23,7 +23,6 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from bench import ROOT, summarize
 

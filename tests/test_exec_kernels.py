@@ -18,6 +18,9 @@ from pytyr.pipeline import graph_from_lean
 pytest.importorskip("triton")
 
 GPT = "examples/gpt/GPT.lean"
+# With a GPU the kernels run compiled on CUDA tensors; without, in Triton's interpreter on CPU.
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+MODE = "auto" if DEV == "cuda" else "interpret"
 
 
 def _gpt(head_dim=16, dropout=0.0):
@@ -26,9 +29,9 @@ def _gpt(head_dim=16, dropout=0.0):
     return graph_from_lean(GPT, "gpt", values)
 
 
-def _batch(seed=0):
+def _batch(seed=0, device="cpu"):
     g = torch.Generator().manual_seed(seed)
-    return torch.randint(0, 11, (3, 8), generator=g), torch.randint(0, 11, (3, 8), generator=g)
+    return tuple(torch.randint(0, 11, (3, 8), generator=g).to(device) for _ in range(2))
 
 
 def _loss_and_grads(module, batch):
@@ -85,12 +88,13 @@ def test_a_bad_mode_is_one_clear_error(monkeypatch, where):
         build_module(_gpt(), kernels=None if where == "env" else "fast")
 
 
-def test_routed_gpt_matches_the_torch_path_under_the_interpreter():
+def test_routed_gpt_matches_the_torch_path():
     graph = _gpt()
-    ref, ker = build_module(graph, kernels="off"), build_module(graph, kernels="interpret")
-    assert "flash_attention" not in ref._fx.code and "causal_attention" in ker._fx.code
-    loss_r, grads_r = _loss_and_grads(ref, _batch())
-    loss_k, grads_k = _loss_and_grads(ker, _batch())
+    ref, ker = build_module(graph, kernels="off"), build_module(graph, kernels=MODE)
+    assert "kernels_causal_attention" not in ref._fx.code
+    assert "kernels_causal_attention" in ker._fx.code
+    loss_r, grads_r = _loss_and_grads(ref.to(DEV), _batch(device=DEV))
+    loss_k, grads_k = _loss_and_grads(ker.to(DEV), _batch(device=DEV))
     torch.testing.assert_close(loss_k, loss_r, rtol=1e-5, atol=1e-6)
     assert grads_k.keys() == grads_r.keys()
     for k in grads_r:
@@ -131,13 +135,13 @@ def test_nanochat_ops_are_routed_and_match(signatures):
     loss = g.node("sum", [a], [])
     g.output("loss", loss)
     graph = load_graph(g.build(), signatures)
-    kinds = [c.kernel for c in routing.explain(graph, mode="interpret")]
+    kinds = [c.kernel for c in routing.explain(graph, mode=MODE, device="cuda")]
     assert kinds == ["rms_norm", "rotary", "rms_norm", "flash_attention"]
-    xs = torch.randn(2, 6, 32, generator=torch.Generator().manual_seed(0))
+    xs = torch.randn(2, 6, 32, generator=torch.Generator().manual_seed(0)).to(DEV)
     outs = []
-    for mode in ("off", "interpret"):
+    for mode in ("off", MODE):
         xi = xs.clone().requires_grad_(True)
-        out = build_module(graph, kernels=mode)(xi)[0]
+        out = build_module(graph, kernels=mode).to(DEV)(xi)[0]
         out.backward()
         outs.append((out.detach(), xi.grad))
     torch.testing.assert_close(outs[1][0], outs[0][0], rtol=1e-5, atol=1e-5)
@@ -145,14 +149,15 @@ def test_nanochat_ops_are_routed_and_match(signatures):
 
 
 def test_attention_with_active_dropout_takes_the_torch_path():
-    q, k, v = (torch.randn(1, 2, 8, 16, generator=torch.Generator().manual_seed(i))
+    q, k, v = (torch.randn(1, 2, 8, 16, generator=torch.Generator().manual_seed(i)).to(DEV)
                for i in range(3))
+    anywhere = MODE == "interpret"
     torch.manual_seed(7)
-    routed = routing.causal_attention(q, k, v, 0.5, True, True)
+    routed = routing.causal_attention(q, k, v, 0.5, True, anywhere)
     torch.manual_seed(7)
     expected = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5, is_causal=True)
     assert torch.equal(routed, expected)  # the same random mask: the torch call itself
-    evaluated = routing.causal_attention(q, k, v, 0.5, False, True)  # eval: the kernel
+    evaluated = routing.causal_attention(q, k, v, 0.5, False, anywhere)  # eval: the kernel
     torch.testing.assert_close(evaluated, F.scaled_dot_product_attention(q, k, v,
                                                                          is_causal=True))
 

@@ -47,12 +47,12 @@ class Dim:
         return text + (f" (a multiple of {self.multiple})" if self.multiple > 1 else "")
 
     def edges(self, base: int) -> list[int]:
-        """Values worth a fixture, none above max(base, 2·block + 1): the smallest admitted,
+        """Values worth a fixture, none above max(base, lo, 2·block + 1): the smallest admitted,
         each side of the block boundaries, the base itself; for an enumerated dim, every
         value."""
         if self.values:
             return list(self.values)
-        cap = max(base, 2 * self.block + 1 if self.block else base)
+        cap = max(base, self.lo, 2 * self.block + 1 if self.block else 0)
         picks = {self.lo, base}
         if self.block:
             for b in (self.block, 2 * self.block):
@@ -63,11 +63,13 @@ class Dim:
         """A random admitted value up to 2·base (log-uniform, so small sizes are common)."""
         if self.values:
             return rng.choice(self.values)
-        lo = max(self.lo, 1)
+        m = self.multiple
+        first = -(-self.lo // m) * m  # the smallest admitted value
+        lo = max(first, 1)
         top = max(lo, min(self.hi, 2 * base))
         n = int(round(math.exp(rng.uniform(math.log(lo), math.log(top)))))
-        n = max(self.lo, min(top, n - n % self.multiple))
-        return n if self.admits(n) else self.lo
+        n = max(first, n - n % m)
+        return n if self.admits(n) else first
 
 
 @dataclass(frozen=True)

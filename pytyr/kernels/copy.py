@@ -59,6 +59,6 @@ def _inputs(case: Case, gen: torch.Generator, device) -> list:
 COPY = Contract(
     name="copy", kernel=copy, reference=copy_reference, dims={"n": Dim(lo=0, block=BLOCK)},
     dtypes=(torch.float32, torch.bfloat16), inputs=_inputs,
-    sizes={"small": {"n": 100}, "real": {"n": 1 << 26}},
+    sizes={"small": {"n": 100}, "real": {"n": 1 << 24}},
     tolerance={torch.float32: Tolerance(0.0, 0.0), torch.bfloat16: Tolerance(0.0, 0.0)},
     differentiable=(0,), doc="x: any shape; exact")

@@ -46,8 +46,9 @@ def write_fixture(report: Report, path: Path) -> None:
 
 
 def run_suite(name: str, scale: str, trials: int, fixtures: Path | None, device: str,
-              out=sys.stdout) -> bool:
+              out=None) -> bool:
     """Run one contract's cases; True when every case is within tolerance."""
+    out = out or sys.stdout
     contract = contracts()[name]
     cases: list[Case] = contract.fixtures(scale) + contract.trials(scale, trials)
     if fixtures is not None:
