@@ -112,8 +112,9 @@ class Contract:
     """A kernel's contract. `kernel(*args)` and `reference(*args)` take the same arguments,
     built by `inputs(case, generator, device)`; the args at `differentiable` are the float
     tensors gradients are checked for. `options` are the values of the kernel's flags that
-    the fixtures cover (every value is admitted: the domain is the dims and dtypes). `sizes` gives the base value of each dim at the
-    interpreter's scale (`"small"`) and at a GPU's (`"real"`)."""
+    the fixtures cover (every value is admitted: the domain is the dims and dtypes).
+    `sizes` gives the base value of each dim at the interpreter's scale (`"small"`) and at
+    a GPU's (`"real"`)."""
 
     name: str
     kernel: Callable[..., Any]
