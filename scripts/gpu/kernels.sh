@@ -15,7 +15,7 @@
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$root"
+cd "$root" || exit 2
 out=${OUT:-runs/gpu}
 mkdir -p "$out"
 py=${PYTHON:-python3}

@@ -68,4 +68,4 @@ if (( ${#failed[@]} )); then
   echo "FAILED: ${failed[*]}" >&2
   exit 1
 fi
-echo "all suites passed:" $suites
+echo "all suites passed: ${suites//$'\n'/ }"
