@@ -89,3 +89,16 @@ def test_script_fails_when_the_runner_fails(tmp_path):
 def test_script_rejects_bad_settings_before_running(tmp_path, env, message):
     proc, calls = _script(tmp_path, **env)
     assert proc.returncode == 2 and message in proc.stderr and not calls
+
+
+def test_compile_check_builds_cubins_without_a_gpu():
+    # the ahead-of-time compile for sm_90 that scripts/gpu/compile_check.py does for every
+    # launch of the suite (run by hand: minutes); here only the copy kernel's launches
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts/gpu/compile_check.py"),
+                           "--scale", "small", "--only", "copy"], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "compiled for cuda:90, 0 failed, 0 spill registers" in proc.stdout
+    assert "_copy_kernel [bf16]" in proc.stdout and "_copy_kernel [fp32]" in proc.stdout

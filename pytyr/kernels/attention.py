@@ -163,13 +163,23 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, scale2, sm_scale, sqb, sqh, sqt, s
              (dq * sm_scale).to(DQ.dtype.element_ty), mask=rows[:, None] < T)
 
 
-def _config(dtype: torch.dtype, d: int) -> dict:
-    """Tile sizes and launch options (unmeasured on a GPU so far: conservative choices)."""
+# (BLOCK_M, BLOCK_N, num_warps) per pass, chosen so that no configuration spills registers
+# when compiled for sm_90 (scripts/gpu/compile_check.py); speed on a GPU is unmeasured.
+_TILES = {
+    ("bf16", "small"): {"fwd": (128, 64, 8), "dkdv": (64, 64, 4), "dq": (64, 64, 4)},
+    ("bf16", "large"): {"fwd": (128, 64, 8), "dkdv": (64, 32, 8), "dq": (64, 32, 8)},
+    ("f32", "small"): {"fwd": (32, 32, 4), "dkdv": (32, 32, 4), "dq": (32, 32, 4)},
+    ("f32", "large"): {"fwd": (32, 16, 8), "dkdv": (16, 32, 8), "dq": (32, 32, 8)},
+}
+
+
+def _config(dtype: torch.dtype, d: int, kernel: str) -> dict:
+    """Tile sizes and launch options of one pass ("fwd", "dkdv", "dq")."""
     if INTERPRET:
         return dict(BLOCK_M=16, BLOCK_N=16, num_warps=1)
-    if dtype == torch.float32:  # f32 dots without tensor cores ("ieee"): small tiles
-        return dict(BLOCK_M=32, BLOCK_N=32, num_warps=4, num_stages=2)
-    return dict(BLOCK_M=64, BLOCK_N=64 if d <= 64 else 32, num_warps=4, num_stages=2)
+    key = ("f32" if dtype == torch.float32 else "bf16", "small" if d <= 64 else "large")
+    m, n, warps = _TILES[key][kernel]
+    return dict(BLOCK_M=m, BLOCK_N=n, num_warps=warps, num_stages=2)
 
 
 def _strides(t: torch.Tensor) -> tuple[int, int, int]:
@@ -180,11 +190,11 @@ def _unit_last(t: torch.Tensor) -> torch.Tensor:
     return t if t.stride(-1) == 1 else t.contiguous()
 
 
-def _common(q: torch.Tensor, causal: bool) -> dict:
+def _common(q: torch.Tensor, causal: bool, kernel: str) -> dict:
     # f32 must be exact f32 ("ieee"), not TF32: the reference it is judged against is
     return dict(CAUSAL=causal, D=q.shape[-1], UPCAST=INTERPRET,
                 PRECISION="ieee" if q.dtype == torch.float32 or INTERPRET else "tf32",
-                **_config(q.dtype, q.shape[-1]))
+                **_config(q.dtype, q.shape[-1], kernel))
 
 
 class _FlashAttention(torch.autograd.Function):
@@ -194,7 +204,7 @@ class _FlashAttention(torch.autograd.Function):
         b, h, t, d = q.shape
         o = torch.empty((b, h, t, d), dtype=q.dtype, device=q.device)
         lse = torch.empty((b, h, t), dtype=torch.float32, device=q.device)
-        opts = _common(q, causal)
+        opts = _common(q, causal, "fwd")
         grid = (b * h, triton.cdiv(t, opts["BLOCK_M"]))
         _attn_fwd[grid](q, k, v, o, lse, sm_scale * LOG2E, *_strides(q), *_strides(k),
                         *_strides(v), h, t, **opts)
@@ -210,12 +220,13 @@ class _FlashAttention(torch.autograd.Function):
         delta = (do.float() * o.float()).sum(-1)  # rowsum(dO ∘ O): [b, h, t], f32
         dq, dk, dv = (torch.empty((b, h, t, d), dtype=q.dtype, device=q.device)
                       for _ in range(3))
-        opts = _common(q, ctx.causal)
         args = (q, k, v, do, lse, delta)
         scales = (ctx.sm_scale * LOG2E, ctx.sm_scale)
         strides = (*_strides(q), *_strides(k), *_strides(v), *_strides(do), h, t)
+        opts = _common(q, ctx.causal, "dkdv")
         _attn_bwd_dkdv[(b * h, triton.cdiv(t, opts["BLOCK_N"]))](*args, dk, dv, *scales,
                                                                  *strides, **opts)
+        opts = _common(q, ctx.causal, "dq")
         _attn_bwd_dq[(b * h, triton.cdiv(t, opts["BLOCK_M"]))](*args, dq, *scales, *strides,
                                                                **opts)
         return dq, dk, dv, None, None
