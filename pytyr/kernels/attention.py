@@ -164,12 +164,13 @@ def _attn_bwd_dq(Q, K, V, DO, LSE, DELTA, DQ, scale2, sm_scale, sqb, sqh, sqt, s
 
 
 # (BLOCK_M, BLOCK_N, num_warps) per pass, chosen so that no configuration spills registers
-# when compiled for sm_90 (scripts/gpu/compile_check.py); speed on a GPU is unmeasured.
+# when compiled for sm_90 by Triton 3.6 or 3.7 (scripts/gpu/compile_check.py); their speed
+# on a GPU is unmeasured.
 _TILES = {
     ("bf16", "small"): {"fwd": (128, 64, 8), "dkdv": (64, 64, 4), "dq": (64, 64, 4)},
     ("bf16", "large"): {"fwd": (128, 64, 8), "dkdv": (64, 32, 8), "dq": (64, 32, 8)},
-    ("f32", "small"): {"fwd": (32, 32, 4), "dkdv": (32, 32, 4), "dq": (32, 32, 4)},
-    ("f32", "large"): {"fwd": (32, 16, 8), "dkdv": (16, 32, 8), "dq": (32, 32, 8)},
+    ("f32", "small"): {"fwd": (32, 32, 8), "dkdv": (32, 32, 8), "dq": (32, 32, 8)},
+    ("f32", "large"): {"fwd": (16, 32, 8), "dkdv": (32, 16, 8), "dq": (32, 32, 8)},
 }
 
 
