@@ -204,6 +204,10 @@ class KernelRouter:
         self.mode = kernel_mode(mode)
         self.device = _default_device()
         if self.mode == "interpret":
+            from pytyr.kernels import unavailable
+            missing = unavailable()
+            if missing:
+                raise KernelError(f"kernel mode 'interpret': {missing}")
             from pytyr.kernels.runtime import INTERPRET
             if not INTERPRET:
                 raise KernelError("kernel mode 'interpret' needs TRITON_INTERPRET=1 in the "
