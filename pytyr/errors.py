@@ -96,3 +96,8 @@ class SafeTensorsError(TyrError):
 class AbiError(TyrError):
     """A compiled model library (C ABI, cc/tyr.h) that cannot be used: names the library and
     the problem (missing, wrong ABI version, missing symbol, an error it returned, bad bytes)."""
+
+
+class KernelError(TyrError):
+    """A Triton kernel called outside its contract (`pytyr.kernels`), or kernels requested
+    where they cannot run: names the kernel, the dim or dtype, and what is admitted."""

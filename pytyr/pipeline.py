@@ -109,8 +109,9 @@ def graph_from_lean(path: str | Path, model: str, values: dict[str, Any]) -> Gra
     return LeanModels(path).graph(model, values)
 
 
-def module_from_graph(graph: Graph, *, seed: int = 0) -> Any:
-    """The executable `TyrModule` (torch is imported only here, not for checking)."""
+def module_from_graph(graph: Graph, *, seed: int = 0, kernels: str | None = None) -> Any:
+    """The executable `TyrModule` (torch is imported only here, not for checking); `kernels`
+    is the Triton kernel mode (auto, off, interpret; default `$TYR_KERNELS` or auto)."""
     from .exec.lower import build_module
 
-    return build_module(graph, seed=seed)
+    return build_module(graph, seed=seed, kernels=kernels)

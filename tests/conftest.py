@@ -2,7 +2,15 @@
 tests validate graphs against the same single source of typing rules as production."""
 from __future__ import annotations
 
+import os
+
 import pytest
+import torch
+
+# Without a GPU the Triton kernels run in Triton's interpreter, on CPU tensors. Triton reads
+# the switch when a kernel is defined, so it is set before any test imports pytyr.kernels.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,7 @@ import torch
 from torch import fx, nn
 
 from pytyr.errors import ExecError
+from pytyr.exec.kernels import KernelRouter
 from pytyr.exec.ops import OPS, TORCH_DTYPES, Lower
 from pytyr.ir.graph import Graph, Node, Param
 
@@ -105,7 +106,7 @@ class TyrModule(nn.Module):
     """A graph IR model as a module: parameters at their paths, `forward(*inputs)` returning
     the tuple of the graph's outputs in order."""
 
-    def __init__(self, graph: Graph, seed: int = 0):
+    def __init__(self, graph: Graph, seed: int = 0, kernels: str | None = None):
         super().__init__()
         # Own attributes bypass nn.Module.__setattr__, which would refuse them if a
         # parameter of the same name (say `_slots`) were registered.
@@ -132,7 +133,7 @@ class TyrModule(nn.Module):
             slots.append((owner._parameters, leaf))
         object.__setattr__(self, "_slots", slots)
         # Kept out of _modules: it holds no state, and the module tree must be the path tree.
-        object.__setattr__(self, "_fx", _lower(graph))
+        object.__setattr__(self, "_fx", _lower(graph, kernels))
 
     @property
     def input_names(self) -> list[str]:
@@ -174,8 +175,9 @@ class TyrModule(nn.Module):
             raise ExecError(f"model {self.ir.model!r} failed: {e}") from e
 
 
-def _lower(graph: Graph) -> fx.GraphModule:
-    """The fx graph `(inputs..., params..., training) -> (outputs...)` of `graph`."""
+def _lower(graph: Graph, kernels: str | None = None) -> fx.GraphModule:
+    """The fx graph `(inputs..., params..., training) -> (outputs...)` of `graph`; nodes
+    inside a Triton kernel's contract call it on CUDA (`kernels` mode: exec/kernels.py)."""
     g = fx.Graph()
     types_of = graph.types()
     env: dict[str, fx.Node] = {}
@@ -184,6 +186,7 @@ def _lower(graph: Graph) -> fx.GraphModule:
     for k, p in enumerate(graph.params):
         env[p.path] = g.placeholder(f"p{k}")
     cx = Lower(g, g.placeholder("training"))
+    router = KernelRouter(kernels)
     for node in graph.nodes:
         lowering = OPS.get(node.op)
         if lowering is None:
@@ -193,6 +196,7 @@ def _lower(graph: Graph) -> fx.GraphModule:
             types = [types_of[ref] for ref in node.inputs]
         except KeyError as e:
             raise ExecError(f"{describe(node)}: input {e.args[0]!r} is not defined") from None
+        lowering = router.lowering(node, types) or lowering  # a kernel, where one applies
         try:
             value = lowering(cx, args, node.attrs, types, node.type)
         except (KeyError, TypeError, ValueError) as e:
@@ -205,10 +209,12 @@ def _lower(graph: Graph) -> fx.GraphModule:
         raise ExecError(f"an output refers to {e.args[0]!r}, which is not defined") from None
     g.output(results)
     g.lint()
+    router.log_summary(graph.model)
     return fx.GraphModule(nn.Module(), g)
 
 
-def build_module(graph: Graph, *, seed: int = 0) -> TyrModule:
+def build_module(graph: Graph, *, seed: int = 0, kernels: str | None = None) -> TyrModule:
     """Instantiate a validated graph: parameters initialised from their init specs with
-    generators seeded by `seed` (deterministic), forward lowered with torch.fx."""
-    return TyrModule(graph, seed=seed)
+    generators seeded by `seed` (deterministic), forward lowered with torch.fx. `kernels`
+    ("auto", "off", "interpret"; default `$TYR_KERNELS` or auto) routes ops to Triton."""
+    return TyrModule(graph, seed=seed, kernels=kernels)
