@@ -113,6 +113,11 @@ def cmd_graph(args: argparse.Namespace) -> int:
     source = _source(args)
     cfg, where = _config(args, required=False)
     graph = source.graph(args.model, graph_values(source, args.model, cfg, where))
+    if args.explain:
+        from .exec.kernels import explain_text
+
+        print(explain_text(graph, mode=args.kernels, device=args.device))
+        return 0
     text = graph.to_json(indent=1)
     if args.output:
         from .atomic import atomic_write_text
@@ -216,10 +221,17 @@ def build_parser() -> argparse.ArgumentParser:
              "Instantiate a @[model] with the config's values (dims the config's task feeds are "
              "filled in) and print or write its validated graph IR.",
              "  tyr graph examples/mlp/MLP.lean --model mlp\n"
-             "  tyr graph examples/gpt/GPT.lean --model gpt --set model.c.n_layer=2 -o g.json")
+             "  tyr graph examples/gpt/GPT.lean --model gpt --set model.c.n_layer=2 -o g.json\n"
+             "  tyr graph examples/gpt/GPT.lean --model gpt --explain --device cuda")
     _add_source(g)
     _add_config(g)
     g.add_argument("-o", "--output", metavar="FILE", help="write the IR here instead of stdout")
+    g.add_argument("--explain", action="store_true",
+                   help="instead of the IR, say which nodes would run a Triton kernel and why")
+    g.add_argument("--kernels", choices=["auto", "off", "interpret"], help="for --explain "
+                   "(default $TYR_KERNELS or auto)")
+    g.add_argument("--device", choices=["cpu", "cuda"], help="for --explain (default: cuda "
+                   "where available)")
     g.set_defaults(fn=cmd_graph)
 
     v = _sub(sub, "validate", "validate a graph IR JSON document",

@@ -86,3 +86,16 @@ def test_train_mlp_reaches_95_percent(tmp_path, capsys):
 def test_check_skips_lean_only_meta_modules(capsys):
     # Metaprograms (the deriving handler, the attribute) are checked by `lake build` only.
     assert main(["check", "Tyr/Meta.lean", "Tyr/Meta/Deriving.lean", "Tyr/Core.lean"]) == 0
+
+
+def test_graph_explains_the_kernel_choice(capsys):
+    assert main(["graph", "examples/gpt/GPT.lean", "--model", "gpt", "--explain",
+                 "--device", "cuda"]) == 0
+    out = capsys.readouterr().out
+    assert "kernel layer_norm (inside its contract)" in out and "mode auto, device cuda" in out
+    assert main(["graph", "examples/gpt/GPT.lean", "--model", "gpt", "--explain",
+                 "--device", "cuda", "--kernels", "off"]) == 0
+    assert "0 of 14 nodes with a kernel use it (mode off" in capsys.readouterr().out
+    assert main(["graph", "examples/gpt/GPT.lean", "--model", "gpt", "--explain",
+                 "--device", "cpu"]) == 0
+    assert "0 of 14 nodes" in capsys.readouterr().out  # kernels are for CUDA only

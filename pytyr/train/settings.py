@@ -65,6 +65,8 @@ class TrainConfig:
     device: Literal["cpu", "cuda", "auto"] = setting("auto", doc="auto: cuda where available")
     precision: Literal["float32", "bfloat16", "float16"] = setting(
         "float32", doc="autocast dtype of the forward pass")
+    kernels: Literal["auto", "off"] = setting(
+        "auto", doc="Triton kernels on CUDA inside their contracts (docs/kernels.md)")
 
     def check(self, where: str) -> None:
         if self.min_lr > self.lr:
