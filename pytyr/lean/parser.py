@@ -79,8 +79,9 @@ class Parser:
         while self.at("import", "keyword"):
             t = self.next()
             imports.append(S.Import(t.pos, self.ident("a module name").text))
-            while self.tok.kind == "ident" and not self.tok.nl_before:
-                imports.append(S.Import(t.pos, self.next().text))
+            if self.tok.kind == "ident" and not self.tok.nl_before:
+                # `import A B` is not Lean 4: one module per `import` (Lean 4.35 says this).
+                raise self.error("unexpected identifier; expected command")
         cmds: list[S.Command] = []
         while self.tok.kind != "eof":
             cmd = self.command()
