@@ -134,7 +134,7 @@ SYNTAX = [
     ("unclosed shape", "def f (x : T #[2) : T #[2] := x", "expected ']'"),
     ("unterminated comment", "/- never closed\ndef f := 1", "unterminated comment"),
     ("unterminated string", 'def f : String := "abc', "unterminated string"),
-    ("stray character", "def f : Nat := 1 ¢ 2", "unexpected character"),
+    ("stray character", "def f : Nat := 1 ¢ 2", "expected token: the character '¢' (U+00A2)"),
     ("let without newline", "def f (x : T #[2]) : T #[2] := let y := x y", "expected ';' or a line break"),
 ]
 

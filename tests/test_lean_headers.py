@@ -6,8 +6,6 @@ these tests skip with the reason, except in CI (`CI` set), where that is a failu
 """
 from __future__ import annotations
 
-import importlib.util
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,15 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytyr.lean import check_files
-
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "scripts" / "lean_headers.py"
-
-_spec = importlib.util.spec_from_file_location("lean_headers", SCRIPT)
-assert _spec and _spec.loader
-lean_headers = importlib.util.module_from_spec(_spec)
-sys.modules["lean_headers"] = lean_headers
-_spec.loader.exec_module(lean_headers)
+from tests.lean.real import ROOT, SCRIPT, lean_headers, real_lean as _real_lean
 
 DOC_FIRST = "/-! The module doc. -/\nimport Lib.A\n"
 # (name, source, Lean's header error as "line:col: message", or None when Lean accepts it)
@@ -44,14 +34,7 @@ CASES = [
 @pytest.fixture(scope="module")
 def real_lean() -> Path:
     """The cache with the built `lean` binary (built once, shared with `make lean-headers`)."""
-    cache = Path(os.environ.get("TYR_LEAN_CACHE") or ROOT / ".cache" / "lean")
-    try:
-        lean_headers.RealLean(cache).ensure()
-    except lean_headers.SetupError as err:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the real Lean header check: {err}")
-        pytest.skip(f"the real Lean could not be set up here: {err}")
-    return cache
+    return _real_lean().cache
 
 
 def _project(tmp_path: Path, files: dict[str, str]) -> Path:

@@ -15,6 +15,7 @@ from ..errors import Diagnostic, LeanError, Pos
 from . import syntax as S
 from .env import (BUILTIN_TYPES, KNOWN_ATTRS, NATIVE_DEFS, NATIVE_DERIVING, CtorInfo, DefInfo,
                   FieldInfo, IndInfo, InitInfo, OpInfo, StructInfo, builtin_defs)
+from .numerals import float_exp, float_literal, float_log, float_of_nat, float_sqrt
 from .parser import SUBSET
 from .terms import (FLOAT, NAT, PROP, SHAPE, STRING, TYPE, App, Arr, CtorV, Eq, FLit, FloatOp,
                     InitV, Lit, Meta, MetaCtx, NatOp, Normalizer, Opaque, Pair, Param, Pi, Prod,
@@ -114,12 +115,8 @@ class Elaborator:
                     and all(isinstance(x, Lit) for x in t.args[0].items):
                 return Lit(math.prod(x.n for x in t.args[0].items))
             if t.head in _FLOAT_FNS and t.args and isinstance(t.args[0], (Lit, FLit)):
-                v = t.args[0].n if isinstance(t.args[0], Lit) else t.args[0].x
-                fn = _FLOAT_FNS[t.head]
-                try:
-                    return FLit(fn(v))
-                except ValueError:
-                    return FLit(float("nan"))
+                v = t.args[0]
+                return FLit(_FLOAT_FNS[t.head](float_of_nat(v.n) if isinstance(v, Lit) else v.x))
             if info.value is not None and len(t.args) == len(info.params):
                 return subst(info.value, {p.uid: a for p, a in zip(info.params, t.args)})
         return None
@@ -421,10 +418,10 @@ class Elaborator:
     def _elab(self, e: S.Expr, expected: Term | None, ctx: Ctx) -> tuple[Term, Term]:
         if isinstance(e, S.NatLit):
             if expected is not None and self.whnf(expected) == FLOAT:
-                return FLit(float(e.value)), FLOAT
+                return FLit(float_of_nat(e.value)), FLOAT
             return Lit(e.value), NAT
         if isinstance(e, S.SciLit):
-            return FLit(float(e.text)), FLOAT
+            return FLit(float_literal(e.text)), FLOAT
         if isinstance(e, S.StrLit):
             return SLit(e.value), STRING
         if isinstance(e, S.Sort):
@@ -786,7 +783,7 @@ class Elaborator:
             else:
                 raise
         if isinstance(e, S.NatLit) and self.whnf(pty) == FLOAT:
-            t, ty = FLit(float(e.value)), FLOAT
+            t, ty = FLit(float_of_nat(e.value)), FLOAT
         if not self.unify(ty, pty):
             raise Fail(e.pos, f"argument '{p.name}' of '{_short(fname)}' has type {self.show(ty)} "
                               f"but is expected to have type {self.show(pty)}")
@@ -873,8 +870,8 @@ class Elaborator:
         return App(name, tuple(values))
 
 
-_FLOAT_FNS = {"Nat.toFloat": float, "Float.sqrt": math.sqrt, "Float.exp": math.exp,
-              "Float.log": math.log}
+_FLOAT_FNS = {"Nat.toFloat": float, "Float.sqrt": float_sqrt, "Float.exp": float_exp,
+              "Float.log": float_log}
 
 
 def _short(name: str) -> str:

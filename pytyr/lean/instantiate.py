@@ -15,7 +15,10 @@ from ..errors import ConfigError, Diagnostic, LeanError, Pos, TyrError
 from ..ir.graph import Graph, Input, Node, Output, Param, TensorType
 from .elab import TENSOR_FAMILIES, Ctx, Elaborator, Fail
 from .env import DefInfo, StructInfo
+from .numerals import float_of_nat, nat_str
 from .program import Program
+
+INT64_MAX = 2**63 - 1  # the IR's dims and integer attributes are int64
 from .terms import (FLOAT, NAT, App, Arr, Eq, FLit, InitV, Lit, Meta, Opaque, Pair, Proj, Rel, SLit,
                     StructV, TensorV, Term, instantiate, is_closed, show, subst, unify)
 
@@ -96,6 +99,9 @@ class GraphBuilder:
 
 def to_python(v: Term, pos: Pos, what: str) -> Any:
     if isinstance(v, Lit):
+        if v.n > INT64_MAX:
+            raise Fail(pos, f"{what} is {_brief(v.n)}, which does not fit the graph IR's 64-bit "
+                            f"integers")
         return v.n
     if isinstance(v, SLit):
         return v.s
@@ -113,6 +119,10 @@ def closed_tensor_type(el: Elaborator, ty: Term, pos: Pos, what: str) -> tuple[t
     if isinstance(t, App) and t.head in TENSOR_FAMILIES and len(t.args) == 1:
         s = t.args[0]
         if isinstance(s, Arr) and all(isinstance(x, Lit) for x in s.items):
+            big = [x.n for x in s.items if x.n > INT64_MAX]
+            if big:
+                raise Fail(pos, f"{what} has a dimension of {_brief(big[0])}, which does not "
+                                f"fit the graph IR's 64-bit integers")
             return tuple(x.n for x in s.items), TENSOR_FAMILIES[t.head]
     raise Fail(pos, f"{what} has type {show(t)}, which is not a closed tensor type")
 
@@ -150,7 +160,7 @@ def _instantiate(prog: Program, el: Elaborator, info: DefInfo, values: dict[str,
         if pty in (NAT, FLOAT):
             v = _number(values, p.name, pty == NAT, p.name)
             config_out[p.name] = v
-            term: Term = Lit(v) if pty == NAT else FLit(float(v))
+            term: Term = Lit(v) if pty == NAT else FLit(float(v))  # `_number` checked it
         elif isinstance(pty, (Eq, Rel)):
             # A hypothesis of the model (`h : t ≤ c.block`): decided on the values given.
             try:
@@ -211,11 +221,23 @@ def _number(values: dict[str, Any], key: str, nat: bool, shown: str) -> int | fl
     v = values[key]
     if nat:
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise ConfigError(f"'{shown}' must be a natural number (Nat), got {v!r}")
+            raise ConfigError(f"'{shown}' must be a natural number (Nat), got {_brief(v)}")
+        if v > INT64_MAX:
+            raise ConfigError(f"'{shown}' = {_brief(v)} does not fit the graph IR's 64-bit "
+                              f"integers (at most {INT64_MAX})")
         return v
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise ConfigError(f"'{shown}' must be a finite number (Float), got {v!r}")
-    return float(v)
+    x = float_of_nat(v) if isinstance(v, int) and not isinstance(v, bool) else v
+    if isinstance(v, bool) or not isinstance(x, float) or not math.isfinite(x):
+        raise ConfigError(f"'{shown}' must be a finite number (Float), got {_brief(v)}")
+    return x
+
+
+def _brief(v: Any) -> str:
+    """A value for a message; a number of thousands of digits is not printed whole."""
+    if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 200:
+        return f"a {len(nat_str(v))}-digit number"
+    text = repr(v)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _config(el: Elaborator, sinfo: StructInfo, sty: App, raw: dict[str, Any], key: str) -> StructV:
@@ -349,12 +371,13 @@ class LeanSignatures:
 def _attr_term(op: str, name: str, v: Any, ty: Term) -> Term:
     if ty == NAT and isinstance(v, int) and not isinstance(v, bool) and v >= 0:
         return Lit(v)
-    if ty == FLOAT and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-        return FLit(float(v))
+    x = float_of_nat(v) if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else v
+    if ty == FLOAT and isinstance(x, float) and not isinstance(v, bool) and math.isfinite(x):
+        return FLit(x)
     if isinstance(ty, App) and ty.head == "Array" and isinstance(v, list) and all(
             isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v):
         return Arr(tuple(Lit(x) for x in v))
-    raise TyrError(f"attribute '{name}' of '{op}' must be a {show(ty)}, got {v!r}")
+    raise TyrError(f"attribute '{name}' of '{op}' must be a {show(ty)}, got {_brief(v)}")
 
 
 _ = (Meta, Proj)

@@ -54,7 +54,8 @@ class Parser:
 
     def at(self, text: str, kind: str | None = None) -> bool:
         t = self.tok
-        return t.text == text and (kind is None or t.kind == kind) and t.kind not in ("str", "doc", "moddoc")
+        return t.text == text and (kind is None or t.kind == kind) \
+            and t.kind not in ("str", "char", "doc", "moddoc")
 
     def error(self, msg: str, tok: Token | None = None) -> LeanError:
         t = tok or self.tok
@@ -313,7 +314,7 @@ class Parser:
             return False
         if self.pos_col is not None and t.pos.col <= self.pos_col:
             return False
-        if t.kind in ("ident", "nat", "sci", "str"):
+        if t.kind in ("ident", "nat", "sci", "str", "char"):
             return True
         if t.kind == "sym" and t.text in ("(", "#[", "[", "⟨", "_"):
             return True
@@ -342,13 +343,16 @@ class Parser:
             return S.Ident(t.pos, t.text)
         if t.kind == "nat":
             self.next()
-            return S.NatLit(t.pos, int(t.text))
+            assert isinstance(t.value, int)
+            return S.NatLit(t.pos, t.value)
         if t.kind == "sci":
             self.next()
             return S.SciLit(t.pos, t.text)
         if t.kind == "str":
             self.next()
             return S.StrLit(t.pos, t.text)
+        if t.kind == "char":
+            raise self.error(f"character literals are {SUBSET}")
         if t.kind == "keyword":
             if t.text == "let":
                 return self.let()
@@ -467,7 +471,7 @@ class Parser:
     def fun(self) -> S.Fun:
         kw = self.next()
         binders: list[S.Binder] = []
-        while not self.at("=>"):
+        while not (self.at("=>") or self.at("↦")):
             if self.tok.kind == "ident":
                 t = self.next()
                 binders.append(S.Binder(t.text, "explicit", None, t.pos))

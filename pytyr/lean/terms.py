@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .numerals import nat_str
+
 
 class Term:
     __slots__ = ()
@@ -417,7 +419,7 @@ def show(t: Term, prec: int = 0) -> str:
         return f"({s})" if p < prec else s
 
     if isinstance(t, Lit):
-        return str(t.n)
+        return nat_str(t.n)
     if isinstance(t, FLit):
         return repr(t.x)
     if isinstance(t, SLit):
