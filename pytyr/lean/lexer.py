@@ -37,7 +37,8 @@ _HEX = set("0123456789abcdefABCDEF")
 def is_letter_like(c: str) -> bool:
     """Lean's `isLetterLike`: Greek but `λ Π Σ`, Coptic, letter-like symbols, Latin-1."""
     v = ord(c)
-    return ((0x3B1 <= v <= 0x3C9 and v != 0x3BB) or (0x391 <= v <= 0x3A9 and v not in (0x3A0, 0x3A3))
+    return ((0x3B1 <= v <= 0x3C9 and v != 0x3BB)
+            or (0x391 <= v <= 0x3A9 and v not in (0x3A0, 0x3A3))
             or 0x3CA <= v <= 0x3FB or 0x1F00 <= v <= 0x1FFE or 0x2100 <= v <= 0x214F
             or 0x1D49C <= v <= 0x1D59F or (0xC0 <= v <= 0xFF and v not in (0xD7, 0xF7))
             or 0x100 <= v <= 0x17F)
@@ -113,7 +114,8 @@ class _Lexer:
         while self.i < self.n:
             c = self.text[self.i]
             if c == "\t":
-                raise self.error("tabs are not allowed; please configure your editor to expand them")
+                raise self.error("tabs are not allowed; please configure your editor to "
+                                 "expand them")
             if c == "\r":
                 raise self.error("isolated carriage returns are not allowed")
             if c in " \n":
@@ -168,7 +170,8 @@ class _Lexer:
 
     def token(self) -> tuple[str, object]:
         c = self.text[self.i]
-        if self.text.startswith(("/--", "/-!"), self.i) and not self.text.startswith("/--/", self.i):
+        text = self.text
+        if text.startswith(("/--", "/-!"), self.i) and not text.startswith("/--/", self.i):
             kind = "doc" if self.at(2) == "-" else "moddoc"
             self.advance(3)
             self.comment_body()
@@ -283,8 +286,10 @@ class _Lexer:
             digits = ""
             for _ in range(2 if c == "x" else 4):
                 d = self.at()
-                if d not in _HEX or not d:
-                    raise self.error("invalid hexadecimal numeral" if d else "unexpected end of input")
+                if not d:
+                    raise self.error("unexpected end of input")
+                if d not in _HEX:
+                    raise self.error("invalid hexadecimal numeral")
                 digits += d
                 self.advance(1)
             return chr(int(digits, 16))
