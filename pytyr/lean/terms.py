@@ -4,9 +4,12 @@ Types and the values that occur in types (dims, shapes, configs) are `Term`s. De
 equality follows Lean (see ../shared/reference.md and docs/lean-subset.md):
 - closed `Nat` arithmetic evaluates as Lean defines it: truncated `-`, `x / 0 = 0`,
   `x % 0 = x`;
-- `e + k` with a literal `k` is an offset: `n + 0 ≡ n`, `(n + 1) + 1 ≡ n + 2`, and
-  `?n + 1 =?= 5` solves `?n := 4`;
-- nothing else about open terms: `0 + n`, `n + m` vs `m + n`, `4 * d` vs `d * 4` differ;
+- `+`, `-`, `*` recurse on their second argument, so a literal there reduces: `e + k` is an
+  offset (`n + 0 ≡ n`, `(n + 1) + 1 ≡ n + 2`, `?n + 1 =?= 5` solves `?n := 4`), `n - 0 ≡ n`,
+  `n + 1 - 1 ≡ n`, `n - 1 - 1 ≡ n - 2`, `n * 0 ≡ 0` (`nat_literal_rhs`);
+- `a < b` is `a + 1 ≤ b` by definition;
+- nothing else about open terms: `0 + n`, `n - 1 + 1`, `n * 1`, `n + m` vs `m + n`, `4 * d` vs
+  `d * 4` differ;
 - `let`s, `abbrev`/`def` constants and projections of known structure values unfold.
 Where the checker cannot decide, it answers "not equal", and the caller reports an error.
 """
@@ -310,11 +313,8 @@ class Normalizer:
             a, b = self(t.a), self(t.b)
             if isinstance(a, Lit) and isinstance(b, Lit):
                 return Lit(nat_eval(t.op, a.n, b.n))
-            if t.op == "+" and isinstance(b, Lit):
-                if b.n == 0:
-                    return a
-                if isinstance(a, NatOp) and a.op == "+" and isinstance(a.b, Lit):
-                    return NatOp("+", a.a, Lit(a.b.n + b.n))
+            if isinstance(b, Lit):
+                return nat_literal_rhs(t.op, a, b.n)
             return NatOp(t.op, a, b)
         if isinstance(t, FloatOp):
             a, b = self(t.a), self(t.b)
@@ -329,6 +329,30 @@ class Normalizer:
                     return self(v)
             return Proj(e, t.field)
         return map_children(t, self)
+
+
+def nat_literal_rhs(op: str, a: Term, k: int) -> Term:
+    """`a op k` for a literal `k` and an open `a`, reduced as Lean's kernel reduces `Nat.add`,
+    `Nat.sub`, `Nat.mul`: they recurse on their second argument, so a literal there unfolds.
+    `e + 0 ≡ e`, `(e + j) + k ≡ e + (j + k)`; `e - 0 ≡ e`, `(e - j) - k ≡ e - (j + k)`,
+    `(e + j) - k ≡ e + (j - k)` or `e - (k - j)` (`pred (succ x) ≡ x`); `e * 0 ≡ 0`.
+    Nothing else: `e - j + k`, `e * 1`, `e / k`, `e % k` are stuck on the variable."""
+    if op == "+":
+        if k == 0:
+            return a
+        if isinstance(a, NatOp) and a.op == "+" and isinstance(a.b, Lit):
+            return NatOp("+", a.a, Lit(a.b.n + k))
+    elif op == "-":
+        if k == 0:
+            return a
+        if isinstance(a, NatOp) and a.op == "-" and isinstance(a.b, Lit):
+            return NatOp("-", a.a, Lit(a.b.n + k))
+        if isinstance(a, NatOp) and a.op == "+" and isinstance(a.b, Lit):
+            j = a.b.n
+            return nat_literal_rhs("+", a.a, j - k) if j >= k else nat_literal_rhs("-", a.a, k - j)
+    elif op == "*" and k == 0:
+        return Lit(0)
+    return NatOp(op, a, Lit(k))
 
 
 def unify(a: Term, b: Term, norm: Normalizer) -> bool:
@@ -354,6 +378,15 @@ def unify(a: Term, b: Term, norm: Normalizer) -> bool:
             rb = _mk_offset(eb, kb - k)
             return unify(ra, rb, norm)
         return False
+    # Predecessors: `e - j =?= e' - k` cancels min(j, k), as unfolding `Nat.sub` to `pred`s
+    # does (Lean solves `?m - 1 =?= n - 2` with `?m := n - 1`).
+    sa, sb = _pred(a), _pred(b)
+    if sa is not None and sb is not None and sa[1] != sb[1]:
+        k = min(sa[1], sb[1])
+        return unify(_mk_pred(sa[0], sa[1] - k), _mk_pred(sb[0], sb[1] - k), norm)
+    # `a < b` is by definition `a + 1 ≤ b` (`Nat.lt n m := Nat.le (n + 1) m`).
+    if isinstance(a, Rel) and isinstance(b, Rel) and a.op != b.op:
+        return unify(_le(a), _le(b), norm)
     if type(a) is not type(b):
         return False
     if isinstance(a, App):
@@ -398,6 +431,20 @@ def _mk_offset(e: Term | None, k: int) -> Term:
     if e is None:
         return Lit(k)
     return e if k == 0 else NatOp("+", e, Lit(k))
+
+
+def _pred(t: Term) -> tuple[Term, int] | None:
+    if isinstance(t, NatOp) and t.op == "-" and isinstance(t.b, Lit):
+        return t.a, t.b.n
+    return None
+
+
+def _mk_pred(e: Term, k: int) -> Term:
+    return e if k == 0 else NatOp("-", e, Lit(k))
+
+
+def _le(r: Rel) -> Rel:
+    return r if r.op == "≤" else Rel("≤", NatOp("+", r.a, Lit(1)), r.b)  # unify normalises
 
 
 def _assign(m: Meta, t: Term, norm: Normalizer) -> bool:
