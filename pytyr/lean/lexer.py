@@ -9,6 +9,7 @@ so the parser can attach or skip them. The rules are those of `src/Lean/Parser/B
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..errors import Diagnostic, LeanError, Pos
@@ -47,6 +48,24 @@ def is_letter_like(c: str) -> bool:
 def is_subscript_alnum(c: str) -> bool:
     v = ord(c)
     return 0x2080 <= v <= 0x2089 or 0x2090 <= v <= 0x209C or 0x1D62 <= v <= 0x1D6A or v == 0x2C7C
+
+
+# The same classes as regular expressions, for the fast path of `_Lexer.tokens`.
+_LETTER_LIKE = ("\u03b1-\u03ba\u03bc-\u03c9\u0391-\u039f\u03a1\u03a2\u03a4-\u03a9"
+                "\u03ca-\u03fb\u1f00-\u1ffe\u2100-\u214f\U0001d49c-\U0001d59f"
+                "\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u00ff\u0100-\u017f")
+_SUBSCRIPT = "\u2080-\u2089\u2090-\u209c\u1d62-\u1d6a\u2c7c"
+_PART = f"(?:[A-Za-z_{_LETTER_LIKE}][A-Za-z0-9_'!?{_LETTER_LIKE}{_SUBSCRIPT}]*|«[^»]*»)"
+# One regular token at a position; anything else (errors included) takes the slow path.
+_FAST = re.compile(
+    r"(?P<ws>[ \n]+)|(?P<line>--[^\n]*)"
+    rf"|(?P<ident>(?!r#*\"){_PART}(?:\.(?:{_PART}|[0-9]+))*)"
+    r"|(?P<nat>[1-9][0-9]*(?![0-9_.eExXbBoO])|0(?![0-9_.eExXbBoO]))"
+    r'|(?P<str>"[^"\\\n]*")'
+    r"|(?P<sym>(?!/-)(?:" + "|".join(re.escape(x) for x in SYMBOLS) + "))")
+
+
+_COMMENT_MARK = re.compile(r"/-|-/")
 
 
 def _ascii_alpha(c: str) -> bool:
@@ -135,14 +154,13 @@ class _Lexer:
 
     def comment_body(self) -> None:
         """After `/-`: up to the matching `-/` (comments nest); Lean reports the end of input."""
-        depth, text, j = 1, self.text, self.i
-        while j < self.n and depth:
-            if text.startswith("/-", j):
-                depth, j = depth + 1, j + 2
-            elif text.startswith("-/", j):
-                depth, j = depth - 1, j + 2
-            else:
-                j += 1
+        depth, j = 1, self.i
+        while depth:
+            m = _COMMENT_MARK.search(self.text, j)
+            if m is None:
+                j = self.n
+                break
+            depth, j = depth + (1 if m.group() == "/-" else -1), m.end()
         self.advance(j - self.i)
         if depth:
             raise self.error("unterminated comment")
@@ -151,7 +169,40 @@ class _Lexer:
     def tokens(self) -> list[Token]:
         toks: list[Token] = []
         ws, nl = True, True
+        text, file, fast = self.text, self.file, _FAST.match
         while True:
+            m = fast(text, self.i)
+            while m is not None:  # regular tokens, without the character-by-character rules
+                kind, i, j = m.lastgroup, self.i, m.end()
+                if kind == "ws":
+                    k = text.rfind("\n", i, j)
+                    if k >= 0:
+                        self.line += text.count("\n", i, j)
+                        self.col = j - k - 1
+                        nl = True
+                    else:
+                        self.col += j - i
+                    ws = True
+                elif kind == "line":
+                    self.col += j - i
+                    ws = True
+                else:
+                    word = m.group()
+                    if kind == "ident":
+                        if "«" in word:
+                            break  # escaped names: the slow path unescapes them
+                        if word in KEYWORDS:
+                            kind = "keyword"
+                        elif word == "_":
+                            kind = "sym"
+                    elif kind == "str":
+                        word = word[1:-1]
+                    toks.append(Token(kind, word, Pos(file, self.line, self.col), ws, nl,
+                                      nat_literal(word) if kind == "nat" else None))
+                    ws = nl = False
+                    self.col += j - i
+                self.i = j
+                m = fast(text, j)
             skipped, saw_nl = self.skip_space()
             ws, nl = ws or skipped, nl or saw_nl
             if self.i >= self.n:
@@ -161,10 +212,10 @@ class _Lexer:
             pos = Pos(self.file, self.line, self.col)
             kind, value = self.token()
             # Doc comments and multi-line strings contain line breaks; the position is the start.
-            text = self.text[start:self.i] if kind not in ("str",) else value
-            if kind == "ident" and text in KEYWORDS:
+            word = self.text[start:self.i] if kind not in ("str",) else value
+            if kind == "ident" and word in KEYWORDS:
                 kind = "keyword"
-            toks.append(Token(kind, text if kind != "ident" else value, pos, ws, nl,
+            toks.append(Token(kind, word if kind != "ident" else value, pos, ws, nl,
                               value if kind == "nat" else None))
             ws, nl = False, False
 
