@@ -260,4 +260,5 @@ def test_deeply_nested_source_is_an_error_not_a_crash(tmp_path):
     f = tmp_path / "Deep.lean"
     f.write_text("def f := " + "(" * 5000 + "1" + ")" * 5000 + "\n")
     (d,) = check_files(f)
-    assert "nested too deeply" in d.message
+    # Located at the parenthesis that goes one level too deep, not at 1:0.
+    assert "nested more than 100 levels deep" in d.message and (d.pos.line, d.pos.col) == (1, 109)

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytyr.lean.terms import Lit, MetaCtx, NatOp, Normalizer, Var, nat_eval, unify
+from pytyr.lean.defeq import Normalizer, nat_eval, unify
+from pytyr.lean.terms import Lit, MetaCtx, NatOp, Var
 from tests.lean.helpers import check_src, one_error
 
 # Lean accepts each: `example (n : Nat) (x : T #[a]) : T #[b] := x`.
@@ -56,7 +57,9 @@ def test_predecessors_unify_as_lean_unfolds_them(tmp_path):
           "def f (n : Nat) (x : T #[n - 2]) (y : T #[n - 1]) : T #[n - 1] := g x y\n")
     assert check_src(tmp_path, ok) == []
     d = one_error(tmp_path, ok.replace("(y : T #[n - 1]) : T #[n - 1]", "(y : T #[n]) : T #[n]"))
-    assert "argument 'y' of 'g'" in d.message
+    # The expected type solves `?m := n` first (propagateExpectedType): `x` is the mismatch.
+    assert "argument 'x' of 'g' has type T #[n - 2] but is expected to have type T #[n - 1]" \
+        == d.message
 
 
 def test_lt_is_succ_le(tmp_path):

@@ -9,7 +9,7 @@ subset is rejected with a located "not in the Tyr subset of Lean" error.
 from __future__ import annotations
 
 from . import syntax as S
-from ..errors import Diagnostic, LeanError
+from ..errors import Diagnostic, LeanError, Pos
 from .lexer import Token, tokenize
 
 SUBSET = "not in the Tyr subset of Lean"
@@ -19,6 +19,8 @@ INFIX = {"→": (25, True), "->": (25, True), "×": (35, True), "=": (50, False)
          "+": (65, False), "-": (65, False), "*": (70, False), "/": (70, False),
          "%": (70, False)}
 MAX_PREC = 1024
+# Lean's own limit is `maxRecDepth` (512 elaboration steps); the subset's is on the syntax.
+MAX_NESTING = 100
 UNSUPPORTED_COMMANDS = {
     "theorem": "theorems", "instance": "instance declarations", "class": "class declarations",
     "variable": "`variable`", "universe": "`universe`", "mutual": "mutual blocks",
@@ -38,6 +40,7 @@ class Parser:
         self.toks = tokenize(text, file)
         self.i = 0
         self.pos_col: int | None = None  # column saved by Lean's withPosition
+        self.depth = 0  # terms being read, one inside the other
 
     # -- token helpers ----------------------------------------------------------------------
     @property
@@ -233,17 +236,18 @@ class Parser:
             self.pos_col = saved
             for nt in names:
                 fields.append(S.Field(nt.text, typ, nt.pos, default, fdoc))
-        return S.Structure(name.pos, name.text, binders, fields, self.deriving(), doc)
+        names, where = self.deriving()
+        return S.Structure(name.pos, name.text, binders, fields, names, doc, where)
 
-    def deriving(self) -> list[str]:
-        out: list[str] = []
+    def deriving(self) -> tuple[list[str], list[Pos]]:
+        out: list[Token] = []
         if self.at("deriving", "keyword"):
             self.next()
-            out.append(self.ident("a class name").text)
+            out.append(self.ident("a class name"))
             while self.at(","):
                 self.next()
-                out.append(self.ident("a class name").text)
-        return out
+                out.append(self.ident("a class name"))
+        return [t.text for t in out], [t.pos for t in out]
 
     def inductive(self, doc: str | None) -> S.Inductive:
         self.next()
@@ -264,10 +268,26 @@ class Parser:
             if self.at(":"):
                 raise self.error(f"constructors with explicit result types are {SUBSET}")
             ctors.append(S.Ctor(cname.text, cb, cname.pos))
-        return S.Inductive(name.pos, name.text, binders, ctors, self.deriving(), doc)
+        names, where = self.deriving()
+        return S.Inductive(name.pos, name.text, binders, ctors, names, doc, where)
 
     # -- terms ------------------------------------------------------------------------------
     def term(self, prec: int = 0) -> S.Expr:
+        self.depth += 1
+        try:
+            return self._term(prec)
+        finally:
+            self.depth -= 1
+
+    def nested(self, extra: int = 0) -> None:
+        """A term nested deeper than the checker goes is a located error, not a crash."""
+        if self.depth + extra > MAX_NESTING:
+            raise self.error(f"this term is nested more than {MAX_NESTING} levels deep, which "
+                             f"the Tyr subset does not allow; split it with `let`")
+
+    def _term(self, prec: int) -> S.Expr:
+        self.nested()
+        wraps = 0  # `left` grows one level with each operator or argument list around it
         left = self.leading()
         while True:
             t = self.tok
@@ -278,18 +298,24 @@ class Parser:
                 self.pos_col = saved
                 self.expect("]", "to close the index")
                 left = S.Index(t.pos, left, idx)
+                wraps += 1
+                self.nested(wraps)
                 continue
             if t.kind == "sym" and t.text == "." and not t.ws_before and self.peek().kind == "ident" \
                     and not self.peek().ws_before:
                 self.next()
                 for part in self.next().text.split("."):  # `(e).a.b` lexes `a.b` as one name
                     left = S.Proj(t.pos, left, part)
+                    wraps += 1
+                self.nested(wraps)
                 continue
             if prec < MAX_PREC and self.starts_argument() and _is_fn_position(left):
                 args = []
                 while self.starts_argument():
                     args.append(self.argument())
                 left = S.App(left.pos, left, args)
+                wraps += 1
+                self.nested(wraps)
                 continue
             if t.kind == "sym" and t.text in INFIX:
                 p, right = INFIX[t.text]
@@ -299,6 +325,8 @@ class Parser:
                 rhs = self.term(p if right else p + 1)
                 op = {"->": "→", "<=": "≤"}.get(t.text, t.text)
                 left = S.BinOp(t.pos, op, left, rhs)
+                wraps += 1
+                self.nested(wraps)
                 if op in ("=", "≤", "<") and self.tok.text in ("=", "≤", "<=", "<"):
                     raise self.error("`=` is not associative; add parentheses")
                 continue
@@ -444,29 +472,38 @@ class Parser:
         self.pos_col = saved
         return e
 
-    def let(self) -> S.Let:
-        kw = self.next()
-        saved, self.pos_col = self.pos_col, kw.pos.col
-        if self.tok.kind == "ident" and self.tok.text == "rec":
-            raise self.error(f"`let rec` is {SUBSET}")
-        if self.tok.kind != "ident":
-            raise self.error(f"`let` patterns are {SUBSET}; bind a single name")
-        name = self.next()
-        if self.at("(") or self.at("{"):
-            raise self.error(f"`let` with binders is {SUBSET}; use `fun`")
-        typ = None
-        if self.at(":"):
-            self.next()
-            typ = self.term()
-        self.expect(":=", f"in 'let {name.text}'")
-        value = self.term()
-        self.pos_col = saved
-        if self.at(";"):
-            self.next()
-        elif not self.tok.nl_before:
-            raise self.error("expected ';' or a line break after the `let` value")
+    def let(self) -> S.Expr:
+        """A run of `let`s is read in a loop (a long chain is not nesting), then the body."""
+        saved = self.pos_col
+        heads = []
+        while True:
+            kw = self.next()
+            self.pos_col = kw.pos.col
+            if self.tok.kind == "ident" and self.tok.text == "rec":
+                raise self.error(f"`let rec` is {SUBSET}")
+            if self.tok.kind != "ident":
+                raise self.error(f"`let` patterns are {SUBSET}; bind a single name")
+            name = self.next()
+            if self.at("(") or self.at("{"):
+                raise self.error(f"`let` with binders is {SUBSET}; use `fun`")
+            typ = None
+            if self.at(":"):
+                self.next()
+                typ = self.term()
+            self.expect(":=", f"in 'let {name.text}'")
+            value = self.term()
+            self.pos_col = saved
+            if self.at(";"):
+                self.next()
+            elif not self.tok.nl_before:
+                raise self.error("expected ';' or a line break after the `let` value")
+            heads.append((kw, name, typ, value))
+            if not self.at("let", "keyword"):
+                break
         body = self.term()
-        return S.Let(kw.pos, name.text, typ, value, body)
+        for kw, name, typ, value in reversed(heads):
+            body = S.Let(kw.pos, name.text, typ, value, body)
+        return body
 
     def fun(self) -> S.Fun:
         kw = self.next()
