@@ -261,4 +261,4 @@ def test_deeply_nested_source_is_an_error_not_a_crash(tmp_path):
     f.write_text("def f := " + "(" * 5000 + "1" + ")" * 5000 + "\n")
     (d,) = check_files(f)
     # Located at the parenthesis that goes one level too deep, not at 1:0.
-    assert "nested more than 100 levels deep" in d.message and (d.pos.line, d.pos.col) == (1, 109)
+    assert "nested more than 128 levels deep" in d.message and (d.pos.line, d.pos.col) == (1, 137)

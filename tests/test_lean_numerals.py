@@ -41,6 +41,12 @@ def test_nat_conversions_beyond_pythons_digit_limit():
     assert scientific_parts("2.50") == (250, True, 2) and scientific_parts("7") == (7, True, 0)
 
 
+def test_exponents_of_any_size():
+    assert float_literal("1e-" + "7" * 5000) == 0.0
+    assert float_literal("1e" + "7" * 5000) == math.inf
+    assert float_literal("0e" + "7" * 5000) == 0.0
+
+
 def test_float_of_nat_is_leans():
     assert float_of_nat(10 ** 400) == math.inf
     assert float_of_nat(2 ** 53 + 1) == float(2 ** 53)

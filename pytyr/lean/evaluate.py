@@ -167,8 +167,8 @@ class Evaluator:
     def check_unroll(self, n: int, what: str, pos: Pos) -> None:
         if n > self.max_unroll:
             raise Fail(pos, f"'{what}' is a vector of {brief(n)} elements, over the limit of "
-                            f"{self.max_unroll} a model may unroll (raise max_unroll to allow "
-                            f"more)")
+                            f"{self.max_unroll} a model may unroll (set TYR_MAX_UNROLL or pass "
+                            f"max_unroll to allow more)")
 
     def prune_checkpoint_params(self, outputs: list[Output]) -> None:
         """Drop the checkpoint's tensors the model does not use, but keep whole lists whose

@@ -10,6 +10,7 @@ Nothing of the checked program is written, so instantiations may run concurrentl
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 from ..errors import ConfigError, Diagnostic, LeanError, Pos
@@ -29,16 +30,30 @@ __all__ = ["LeanSignatures", "instantiate_model"]
 
 
 def instantiate_model(prog: Program, model: str, values: dict[str, Any], *,
-                      max_unroll: int = DEFAULT_MAX_UNROLL) -> Graph:
+                      max_unroll: int | None = None) -> Graph:
     """Build the graph of `model` for the given argument values (keyed by binder name).
-    `max_unroll` bounds the elements of one `Vector` (layers) the model may unroll."""
+    `max_unroll` bounds the elements of one `Vector` (layers) the model may unroll; default
+    `$TYR_MAX_UNROLL`, else 4096."""
     info = prog.find_model(model)
-    ev = Evaluator(prog.env, max_unroll)
+    ev = Evaluator(prog.env, max_unroll if max_unroll is not None else _max_unroll())
     try:
         return _instantiate(ev, info, dict(values))
     except Fail as err:
         raise LeanError([Diagnostic(err.pos, err.msg + f" (while instantiating "
                                                        f"'{info.name}')")]) from None
+
+
+def _max_unroll() -> int:
+    raw = os.environ.get("TYR_MAX_UNROLL")
+    if raw is None:
+        return DEFAULT_MAX_UNROLL
+    try:
+        n = int(raw)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise ConfigError(f"TYR_MAX_UNROLL must be a natural number, got {raw!r}")
+    return n
 
 
 def _instantiate(ev: Evaluator, info: DefInfo, values: dict[str, Any]) -> Graph:

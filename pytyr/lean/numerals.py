@@ -84,7 +84,7 @@ def float_of_scientific(m: int, neg: bool, e: int) -> float:
     # Without building 5^e, the results Lean's computation ends in for far-out exponents.
     if not neg and e > _EXP_LIMIT:
         return math.inf  # ≥ 10^401
-    if neg and _log2(m) + 1 - 3.3 * e < -1100:
+    if neg and 10 * (_log2(m) + 1) - 33 * e < -11000:  # integers: `e` may have any size
         return 0.0  # < 2^-1100, below the least subnormal
     if neg:
         s = max(64 - _log2(m), 0)

@@ -19,8 +19,9 @@ INFIX = {"→": (25, True), "->": (25, True), "×": (35, True), "=": (50, False)
          "+": (65, False), "-": (65, False), "*": (70, False), "/": (70, False),
          "%": (70, False)}
 MAX_PREC = 1024
-# Lean's own limit is `maxRecDepth` (512 elaboration steps); the subset's is on the syntax.
-MAX_NESTING = 100
+# Lean's own limit is `maxRecDepth` (512 elaboration steps); the subset's is on the syntax:
+# parentheses, arguments and operators around a term, each one level.
+MAX_NESTING = 128
 UNSUPPORTED_COMMANDS = {
     "theorem": "theorems", "instance": "instance declarations", "class": "class declarations",
     "variable": "`variable`", "universe": "`universe`", "mutual": "mutual blocks",
@@ -282,8 +283,9 @@ class Parser:
     def nested(self, extra: int = 0) -> None:
         """A term nested deeper than the checker goes is a located error, not a crash."""
         if self.depth + extra > MAX_NESTING:
-            raise self.error(f"this term is nested more than {MAX_NESTING} levels deep, which "
-                             f"the Tyr subset does not allow; split it with `let`")
+            raise self.error(f"this term is nested more than {MAX_NESTING} levels deep "
+                             f"(parentheses, arguments, operators), which the Tyr subset does not "
+                             f"allow; split it with `let`")
 
     def _term(self, prec: int) -> S.Expr:
         self.nested()

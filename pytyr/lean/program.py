@@ -80,8 +80,11 @@ class Program:
         rel = Path(*name.split(".")).with_suffix(".lean")
         bases = [tyr_root()] if name == "Tyr" or name.startswith("Tyr.") else [root]
         for base in bases:
-            if (base / rel).is_file():
-                return base / rel
+            try:
+                if (base / rel).is_file():
+                    return base / rel
+            except OSError:  # a name the file system refuses (too long, …) names no module
+                return None
         return None
 
     def _load(self, path: Path, shown: str, key: str, stack: list[str], root: Path) -> None:
