@@ -27,8 +27,10 @@ def _mutation():
         st.tuples(st.just("repeat"), pos, st.integers(1, 4)),
         st.tuples(st.just("swap"), pos, pos),
         st.tuples(st.just("nest"), pos, st.integers(50, 3000), st.sampled_from("([{⟨")),
-        st.tuples(st.just("literal"), pos, st.integers(1, 20000), st.sampled_from(["", "e9", ".5e-"])),
-        st.tuples(st.just("unicode"), pos, st.lists(st.sampled_from(ODD), min_size=1, max_size=4)),
+        st.tuples(st.just("literal"), pos, st.integers(1, 20000),
+                  st.sampled_from(["", "e9", ".5e-", "e-99999999999"])),
+        st.tuples(st.just("unicode"), pos,
+                  st.lists(st.sampled_from(ODD), min_size=1, max_size=4)),
     )
 
 

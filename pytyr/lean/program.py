@@ -143,11 +143,13 @@ class Program:
                 continue
             target = self._resolve_import(imp.module, root)
             if target is None:
-                self.diagnostics.append(Diagnostic(imp.pos, f"unknown module '{imp.module}' "
-                                                   "(imports resolve as Lake does: A.B → A/B.lean)"))
+                self.diagnostics.append(Diagnostic(
+                    imp.pos, f"unknown module '{imp.module}' (imports resolve as Lake does: "
+                             f"A.B → A/B.lean)"))
                 continue
             sub_root = tyr_root() if imp.module.split(".")[0] == "Tyr" else root
-            self._load(target, self._display(target), str(target.resolve()), stack + [key], sub_root)
+            self._load(target, self._display(target), str(target.resolve()), stack + [key],
+                       sub_root)
 
     def _fresh(self) -> bool:
         """Nothing declared yet (the root's first import): the cached library fits."""
