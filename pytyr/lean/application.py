@@ -16,13 +16,11 @@ from . import syntax as S
 from .env import BUILTIN_TYPES, CtorInfo, DefInfo, IndInfo, StructInfo
 from .failure import Fail, short
 from .parser import SUBSET
-from .terms import (FLOAT, NAT, SHAPE, App, Call, CtorV, FLit, InitV, Meta, Opaque, Param, Pi,
-                    Proj, StructV, Term, Var, instantiate, occurs, show, subst)
+from .terms import (FLOAT, NAT, PROP, SHAPE, App, Call, CtorV, FLit, InitV, Meta, Opaque, Param,
+                    Pi, Proj, StructV, Term, Var, instantiate, occurs, show, subst)
 
 if TYPE_CHECKING:
     from .elaborate import Ctx, TermElab
-
-_PROP_SORT = App("Prop")
 
 
 class ApplyRules:
@@ -131,7 +129,7 @@ class ApplyRules:
         obligations: list[tuple[Param, Term]] = []
         funs: list[tuple[int, Param, S.Fun]] = []  # elaborated last, as Lean postpones them
         first_deferred = len(self.deferred)
-        propagate = expected is not None and self.whnf(expected) != _PROP_SORT
+        propagate = expected is not None and expected != PROP  # Lean keeps `Prop` to itself
         for i, p in enumerate(params):
             pty = subst(p.type, m)
             if p.name in named:

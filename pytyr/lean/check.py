@@ -16,7 +16,7 @@ from .failure import Fail
 from .instances import missing_instance
 from .parser import SUBSET
 from .scope import Scope
-from .terms import TYPE, Opaque, Param, Var
+from .terms import TYPE, Opaque, Param, Term, Var
 
 
 class Checker:
@@ -24,9 +24,10 @@ class Checker:
         self.env = env or Env()
         self.scope = Scope(self.env)
         self.meta_imported = False  # `import Tyr` seen: `@[model]`, `deriving TensorStruct`, …
+        self.normal_forms: dict[Term, Term] = {}  # shared by the declarations' normalisers
 
     def elaborator(self, decl: str) -> TermElab:
-        return TermElab(self.env, self.scope, decl)
+        return TermElab(self.env, self.scope, decl, self.normal_forms)
 
     def declare(self, name: str, pos: Pos, info: Any) -> None:
         if name in self.env:

@@ -61,20 +61,43 @@ def float_eval(op: str, a: float, b: float) -> float:
 
 class Normalizer:
     """Normalisation with delta (defs), zeta (`let`s), beta (a `fun` applied) and iota
-    (projections of known structures, elements of known vectors)."""
+    (projections of known structures, elements of known vectors).
 
-    def __init__(self, mctx: MetaCtx, unfold: Callable[[App], Term | None]):
+    Normal forms of terms without metavariables depend only on the declarations, so they are
+    remembered (`cache`, which a checker shares between its declarations)."""
+
+    def __init__(self, mctx: MetaCtx, unfold: Callable[[App], Term | None],
+                 cache: dict[Term, Term] | None = None):
         self.mctx = mctx
         self.unfold = unfold
+        self.cache: dict[Term, Term] = {} if cache is None else cache
+        self._saw_meta = False  # set when the term being normalised mentions a metavariable
 
     def __call__(self, t: Term) -> Term:
         if isinstance(t, (Lit, FLit, Var, StructV)):  # a structure value is made of values
             return t
         if isinstance(t, Meta):
+            self._saw_meta = True
             v = self.mctx.assign.get(t.uid)
             return self(v) if v is not None else t
+        if not isinstance(t, _CACHED):
+            return self._norm(t)
+        hit = self.cache.get(t)
+        if hit is not None:
+            return hit
+        outer, self._saw_meta = self._saw_meta, False
+        r = self._norm(t)
+        if not self._saw_meta:
+            self.cache[t] = r
+        self._saw_meta = outer or self._saw_meta
+        return r
+
+    def _norm(self, t: Term) -> Term:
         if isinstance(t, App):
-            t = App(t.head, tuple(self(a) for a in t.args))
+            if t.args:
+                args = tuple([self(a) for a in t.args])
+                if args != t.args:
+                    t = App(t.head, args)
             body = self.unfold(t)
             return self(body) if body is not None else t
         if isinstance(t, NatOp):
@@ -83,7 +106,7 @@ class Normalizer:
                 return Lit(nat_eval(t.op, a.n, b.n))
             if isinstance(b, Lit):
                 return nat_literal_rhs(t.op, a, b.n)
-            return NatOp(t.op, a, b)
+            return t if a is t.a and b is t.b else NatOp(t.op, a, b)
         if isinstance(t, FloatOp):
             a, b = self(t.a), self(t.b)
             if isinstance(a, FLit) and isinstance(b, FLit):
@@ -97,7 +120,7 @@ class Normalizer:
                     return self(v)
             if isinstance(e, Arr) and t.field.startswith("["):
                 return self(e.items[int(t.field[1:-1])])
-            return Proj(e, t.field)
+            return t if e is t.e else Proj(e, t.field)
         if isinstance(t, Call) and isinstance(t.head, Lam) and len(t.args) == len(t.head.params):
             m = {p.uid: a for p, a in zip(t.head.params, t.args)}
             return self(subst(t.head.body, m))
@@ -107,6 +130,9 @@ class Normalizer:
                 body = subst(body, {uid: v})
             return self(body)
         return map_children(t, self)
+
+
+_CACHED = (App, Arr, NatOp, FloatOp, Proj, Prod, Rel, Eq, Pi)
 
 
 def nat_literal_rhs(op: str, a: Term, k: int) -> Term:
@@ -135,6 +161,8 @@ def nat_literal_rhs(op: str, a: Term, k: int) -> Term:
 
 def unify(a: Term, b: Term, norm: Normalizer) -> bool:
     """Lean-style `a =?= b` on the fragment; assigns metavariables in `norm.mctx`."""
+    if a is b:
+        return True
     return _unify(norm(a), norm(b), norm)
 
 

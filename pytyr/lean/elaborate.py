@@ -53,10 +53,10 @@ class Ctx:
 class TermElab(ApplyRules):
     """The elaborator of one declaration: its metavariables live and die with it."""
 
-    def __init__(self, env: Env, scope: Scope, decl: str):
+    def __init__(self, env: Env, scope: Scope, decl: str, cache: dict[Term, Term] | None = None):
         self.env, self.scope, self.decl = env, scope, decl
         self.mctx = MetaCtx()
-        self.norm = Normalizer(self.mctx, env.unfold)
+        self.norm = Normalizer(self.mctx, env.unfold, cache)
         self.pending: list[tuple[Meta, str, str, Pos]] = []  # implicit args to be solved
         self.deferred: list[tuple[str, Param, Term, Pos]] = []  # `(h := by decide)` to run
 
