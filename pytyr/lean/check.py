@@ -87,7 +87,9 @@ class Checker:
         name = self.scope.qualify(cmd.name)
         self._deriving(cmd, inductive=False)
         el = self.elaborator(name)
+        el.header = True
         params, ctx = el.binders(cmd.binders, Ctx())
+        el.header = False
         info = StructInfo(name, params, [], cmd.deriving, cmd.pos)
         self.declare(name, cmd.pos, info)
         seen = set()
@@ -142,8 +144,10 @@ class Checker:
             if a == "model" and not self.meta_imported:
                 raise Fail(cmd.pos, "the attribute '@[model]' needs `import Tyr`")
         el = self.elaborator(name)
+        el.header = True
         params, ctx = el.binders(cmd.binders, Ctx())
         result = el.elab_type(cmd.type, ctx) if cmd.type is not None else None
+        el.header = False
         params = tuple(Param(p.name, p.uid, p.kind, el.finish(p.type),
                              None if p.default is None else el.finish(p.default), p.tactic)
                        for p in params)
