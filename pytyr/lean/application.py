@@ -16,8 +16,8 @@ from . import syntax as S
 from .env import BUILTIN_TYPES, CtorInfo, DefInfo, IndInfo, StructInfo
 from .failure import Fail, short
 from .parser import SUBSET
-from .terms import (FLOAT, NAT, PROP, SHAPE, App, Call, CtorV, FLit, InitV, Meta, Opaque, Param,
-                    Pi, Proj, StructV, Term, Var, instantiate, occurs, show, subst)
+from .terms import (FLOAT, NAT, PROP, SHAPE, App, Call, CtorV, InitV, Opaque, Param, Pi, Proj,
+                    StructV, Term, Var, instantiate, occurs, subst)
 
 if TYPE_CHECKING:
     from .elaborate import Ctx, TermElab
@@ -267,6 +267,3 @@ def _src(e: S.Expr) -> str:
     if isinstance(e, S.Proj):
         return _src(e.expr) + "." + e.field
     return "..."
-
-
-_ = (FLit, Meta, show)

@@ -15,6 +15,7 @@ from .application import ApplyRules
 from .defeq import Normalizer, unify
 from .env import TENSOR_FAMILIES, Env
 from .failure import Fail
+from .failure import short as _short
 from .numerals import float_literal, float_of_nat
 from .parser import SUBSET
 from .scope import Scope
@@ -312,7 +313,3 @@ def decide(norm: Normalizer, fname: str, p: Param, pty: Term, pos: Pos) -> None:
         detail = shown if isinstance(prop, Rel) else f"{show(prop.a)} ≠ {show(prop.b)}"
         raise Fail(pos, f"`by decide` failed for argument '{p.name}' of '{_short(fname)}': "
                         f"the proposition {show(pty)} is false ({detail})")
-
-
-def _short(name: str) -> str:
-    return name[len("torch."):] if name.startswith("torch.") else name
