@@ -22,6 +22,11 @@ from .terms import FLOAT, NAT, App, Arr, Eq, FLit, Lit, MetaCtx, Rel, Term, Tens
     instantiate, is_closed, show, subst
 
 _GRAPH = Pos("<graph>", 0, 0)
+# (id of the op's DefInfo, inputs, attrs, implicit) → (that DefInfo, result). Shared by every
+# program of the process: the library's ops are the same checked declarations in each.
+_MEMO: dict[tuple, tuple[Any, TensorType]] = {}
+_MEMO_LOCK = threading.Lock()
+_MEMO_MAX = 1 << 16
 
 
 class LeanSignatures:
@@ -31,26 +36,28 @@ class LeanSignatures:
         from .program import library
         self.prog = prog or library()
         self.table = self.prog.ops()
-        self._memo: dict[tuple, TensorType] = {}
-        self._lock = threading.Lock()
 
     def __contains__(self, op: str) -> bool:
         return op in self.table
 
     def infer(self, op: str, inputs: list[TensorType], attrs: dict[str, Any],
               implicit: dict[str, Any] | None = None) -> TensorType:
+        info = self.table.get(op)
         try:
-            key = (op, tuple(inputs), _frozen(attrs), _frozen(implicit or {}))
+            key = (id(info), tuple(inputs), _frozen(attrs), _frozen(implicit or {}))
             hash(key)
         except TypeError:
             return self._infer(op, inputs, attrs, implicit)
-        with self._lock:
-            hit = self._memo.get(key)
-        if hit is None:
-            hit = self._infer(op, inputs, attrs, implicit)
-            with self._lock:
-                self._memo[key] = hit
-        return hit
+        with _MEMO_LOCK:
+            hit = _MEMO.get(key)
+        if hit is not None and hit[0] is info:
+            return hit[1]
+        result = self._infer(op, inputs, attrs, implicit)
+        with _MEMO_LOCK:
+            if len(_MEMO) >= _MEMO_MAX:
+                _MEMO.clear()
+            _MEMO[key] = (info, result)
+        return result
 
     def _infer(self, op: str, inputs: list[TensorType], attrs: dict[str, Any],
                implicit: dict[str, Any] | None) -> TensorType:
