@@ -112,3 +112,36 @@ def test_instantiations_may_run_concurrently():
     for t in threads:
         t.join()
     assert len(out) == 12 and all(o == serial for o in out)
+
+
+def test_programs_may_be_loaded_concurrently(tmp_path):
+    from pytyr.lean.program import clear_library_cache
+    clear_library_cache()
+    bad = tmp_path / "Bad.lean"
+    bad.write_text("import Tyr\nopen torch\ndef f (x : T #[1]) : T #[2] := x\n")
+    results: list[tuple] = []
+
+    def work() -> None:
+        for _ in range(3):
+            from pytyr.lean import check_files
+            results.append((tuple(str(d) for d in check_files("examples/gpt/GPT.lean")),
+                            tuple(d.message for d in check_files(bad))))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 12 and set(results) == {((), ("type mismatch: 'x' has type T #[1] "
+                                                         "but is expected to have type T #[2]",))}
+
+
+def test_a_model_is_found_with_its_name_position_and_binders():
+    # The training engine reads these: name, pos (a pytyr.errors.Pos), params (name, kind, type).
+    from pytyr.errors import Pos
+    m = load("examples/gpt/GPT.lean").find_model("gpt")
+    assert m.name == "gpt" and isinstance(m.pos, Pos) and m.pos.line > 1
+    assert [(p.name, p.kind) for p in m.params] == [
+        ("c", "explicit"), ("b", "implicit"), ("t", "implicit"), ("h", "explicit"),
+        ("p", "explicit"), ("idx", "explicit"), ("targets", "explicit")]
+    assert all(p.type is not None for p in m.params)
