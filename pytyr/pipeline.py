@@ -60,11 +60,12 @@ class LeanModels:
                           source=f"{self.path}:{model}")
 
     def declaration(self, model: str) -> ModelDecl:
-        from .lean.terms import App, Arr, Lit, Prod, Proj, Var, show
+        from .lean.defeq import Normalizer
+        from .lean.terms import App, Arr, Lit, MetaCtx, Prod, Proj, Var, show
 
         info = self.prog.find_model(model)
-        el = self.prog.elab
-        nats = {p.uid: p.name for p in info.params if el.whnf(p.type) == App("Nat")}
+        whnf = Normalizer(MetaCtx(), self.prog.env.unfold)
+        nats = {p.uid: p.name for p in info.params if whnf(p.type) == App("Nat")}
         names = {p.uid: p.name for p in info.params}
 
         def dims(ty: object) -> tuple[Dim, ...] | None:
@@ -73,7 +74,7 @@ class LeanModels:
                 return None
             out: list[Dim] = []
             for d in ty.args[0].items:
-                d = el.whnf(d)
+                d = whnf(d)
                 if isinstance(d, Var):
                     out.append(nats.get(d.uid))
                 elif isinstance(d, Lit):
@@ -86,7 +87,7 @@ class LeanModels:
 
         inputs = []
         for p in info.params:
-            ty = el.whnf(p.type)
+            ty = whnf(p.type)
             ds = dims(ty)
             if ds is None:
                 continue
@@ -94,10 +95,10 @@ class LeanModels:
             plain = tuple(d if isinstance(d, (str, int)) else None for d in ds)
             inputs.append(InputDecl(p.name, "i64" if ty.head == "torch.IT" else "f32",
                                     plain, show(ty).replace("torch.", "")))
-        results, res = [], el.whnf(info.result)
+        results, res = [], whnf(info.result)
         while isinstance(res, Prod):
-            results.append(dims(el.whnf(res.a)))
-            res = el.whnf(res.b)
+            results.append(dims(whnf(res.a)))
+            res = whnf(res.b)
         results.append(dims(res))
         pos = info.pos
         return ModelDecl(info.name, f"{pos.file}:{pos.line}:{pos.col}", tuple(inputs),

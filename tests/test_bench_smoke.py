@@ -50,6 +50,8 @@ def test_checker_results_well_formed():
     assert g["model"] == "mlp" and g["nodes"] > 0 and g["params"] > 0
     _stats_ok(g["instantiate"], 2)
     _stats_ok(g["validate"], 2)
+    assert r["scale"]["ratio"] > 0 and [b["layers"] for b in r["model_build"]] == [4, 12, 32]
+    assert r["model_build"][1]["nodes"] > r["model_build"][0]["nodes"]
     assert all(len(row) == 4 for row in checker.rows(r))
     json.dumps(r)
 

@@ -157,7 +157,7 @@ MISTAKES = [
     # joint attention needs equal stream widths: a text stream of another width is caught
     ("  txt_in : Linear c.hidden c.context_in_dim",
      "  txt_in : Linear c.mlp_hidden c.context_in_dim",
-     "argument 'y' of 'catSeq3'"),
+     "argument 'l' of 'lin3'"),
     # the QK-norm gain has the head width, not the model width
     ("  norm : QKNorm c.head_dim\n  proj", "  norm : QKNorm c.hidden\n  proj",
      "argument 'n' of 'queries'"),

@@ -38,7 +38,9 @@ BUGS = [
      "let q := splitHeads (third qkv 0)",
      "let q := splitHeads (h := c.head_dim) (third qkv 0)",
      "let q := splitHeads (h := c.head_dim) (third qkv 0)",
-     ["argument 'x' of 'splitHeads'", "c.head_dim * ?d"]),
+     # Lean propagates `splitHeads`'s expected argument type into `third qkv 0` first, so the
+     # mismatch is `qkv`, the argument of `third` (propagateExpectedType).
+     ["argument 'x' of 'third'", "3 * (c.head_dim * ?d)"]),
     ("mismatched residual",
      "dropout (linearBias3 h p.c_proj p.c_proj_bias) c.dropout",
      "dropout h c.dropout",

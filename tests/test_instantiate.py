@@ -130,9 +130,11 @@ structure Cfg where
   layers : Nat
 structure Attn (c : Cfg) where
   w_q : T #[c.d, c.d] := normal 0.02
+  deriving TensorStruct
 structure Block (c : Cfg) where
   attn : Attn c
   ln : T #[c.d] := ones
+  deriving TensorStruct
 structure Net (c : Cfg) where
   blocks : Vector (Block c) c.layers
   head : T #[2, c.d] := normal 0.02

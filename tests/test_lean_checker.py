@@ -134,7 +134,7 @@ SYNTAX = [
     ("unclosed shape", "def f (x : T #[2) : T #[2] := x", "expected ']'"),
     ("unterminated comment", "/- never closed\ndef f := 1", "unterminated comment"),
     ("unterminated string", 'def f : String := "abc', "unterminated string"),
-    ("stray character", "def f : Nat := 1 ¢ 2", "unexpected character"),
+    ("stray character", "def f : Nat := 1 ¢ 2", "expected token: the character '¢' (U+00A2)"),
     ("let without newline", "def f (x : T #[2]) : T #[2] := let y := x y", "expected ';' or a line break"),
 ]
 
@@ -260,4 +260,5 @@ def test_deeply_nested_source_is_an_error_not_a_crash(tmp_path):
     f = tmp_path / "Deep.lean"
     f.write_text("def f := " + "(" * 5000 + "1" + ")" * 5000 + "\n")
     (d,) = check_files(f)
-    assert "nested too deeply" in d.message
+    # Located at the parenthesis that goes one level too deep, not at 1:0.
+    assert "nested more than 128 levels deep" in d.message and (d.pos.line, d.pos.col) == (1, 137)

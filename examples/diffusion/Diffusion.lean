@@ -56,6 +56,7 @@ structure Attention (c : DiffusionConfig) where
   c_attn_bias : T #[3 * c.n_embd] := zeros
   c_proj : T #[c.n_embd, c.n_embd] := normal c.residStd
   c_proj_bias : T #[c.n_embd] := zeros
+  deriving TensorStruct
 
 /-- The 4× GELU MLP. -/
 structure MLP (c : DiffusionConfig) where
@@ -63,6 +64,7 @@ structure MLP (c : DiffusionConfig) where
   c_fc_bias : T #[4 * c.n_embd] := zeros
   c_proj : T #[c.n_embd, 4 * c.n_embd] := normal c.residStd
   c_proj_bias : T #[c.n_embd] := zeros
+  deriving TensorStruct
 
 /-- One pre-LayerNorm transformer block. -/
 structure Block (c : DiffusionConfig) where
@@ -72,6 +74,7 @@ structure Block (c : DiffusionConfig) where
   ln_2 : T #[c.n_embd] := ones
   ln_2_bias : T #[c.n_embd] := zeros
   mlp : MLP c
+  deriving TensorStruct
 
 /-- All parameters. The token embedding covers the characters and `[MASK]`; the head, only the
 characters: it is not tied to the embedding. -/

@@ -39,6 +39,7 @@ structure Attention (c : GPTConfig) where
   c_attn_bias : T #[3 * c.n_embd] := zeros
   c_proj : T #[c.n_embd, c.n_embd] := normal c.residStd
   c_proj_bias : T #[c.n_embd] := zeros
+  deriving TensorStruct
 
 /-- The 4× GELU MLP. -/
 structure MLP (c : GPTConfig) where
@@ -46,6 +47,7 @@ structure MLP (c : GPTConfig) where
   c_fc_bias : T #[4 * c.n_embd] := zeros
   c_proj : T #[c.n_embd, 4 * c.n_embd] := normal c.residStd
   c_proj_bias : T #[c.n_embd] := zeros
+  deriving TensorStruct
 
 /-- One pre-LayerNorm transformer block. -/
 structure Block (c : GPTConfig) where
@@ -55,6 +57,7 @@ structure Block (c : GPTConfig) where
   ln_2 : T #[c.n_embd] := ones
   ln_2_bias : T #[c.n_embd] := zeros
   mlp : MLP c
+  deriving TensorStruct
 
 /-- All parameters; the blocks are a stack typed by the layer count. -/
 structure GPTParams (c : GPTConfig) where

@@ -8,7 +8,7 @@ This module only (de)serialises; `pytyr.ir.validate` decides whether a graph is 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 FORMAT = "tyr.graph"
@@ -94,7 +94,9 @@ class Graph:
 
     def to_dict(self) -> dict[str, Any]:
         def clean(obj: Any) -> dict[str, Any]:
-            d = asdict(obj)
+            # `asdict` deep-copies through `copy.deepcopy`; the fields here are JSON data,
+            # copied by `_plain` at a fraction of the cost (a model build does this per node).
+            d = {f.name: _plain(getattr(obj, f.name)) for f in fields(obj)}
             if "shape" in d:
                 d["shape"] = list(d["shape"])
             return d
@@ -117,3 +119,12 @@ class Graph:
         env.update({p.path: p.type for p in self.params})
         env.update({n.name: n.type for n in self.nodes})
         return env
+
+
+def _plain(v: Any) -> Any:
+    """A copy of JSON-like data (lists, tuples, dicts of them), as `asdict` would return."""
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return type(v)(_plain(x) for x in v)
+    return v

@@ -1,11 +1,19 @@
-"""What the checker knows about global names: structures, inductives, definitions."""
+"""What the checker knows about global names: structures, inductives, definitions.
+
+`Env` is filled by the checker and only read after it: the instantiator and the op signatures
+share a checked program's `Env` (and the unification of `defeq.py`) and nothing else, so several
+instantiations may run at once.
+"""
 from __future__ import annotations
 
+import itertools
+import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import Pos
-from . import syntax as S
-from .terms import FLOAT, NAT, STRING, TYPE, App, Param, Pi, Term, Var
+from .numerals import float_exp, float_log, float_of_nat, float_sqrt
+from .terms import FLOAT, NAT, TYPE, App, Arr, FLit, Lit, Param, Pi, Term, Var, subst
 
 
 @dataclass
@@ -14,7 +22,7 @@ class FieldInfo:
     uid: int  # the field as a variable in later field types
     type: Term
     pos: Pos
-    default: S.Expr | None = None
+    default: Term | None = None  # `f : A := v`: `v`, elaborated (a parameter's initialiser)
     doc: str | None = None
 
 
@@ -40,6 +48,7 @@ class IndInfo:
     params: tuple[Param, ...]
     ctors: dict[str, CtorInfo]
     pos: Pos
+    deriving: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -66,25 +75,19 @@ class DefInfo:
     kind: str  # def | abbrev | builtin
     params: tuple[Param, ...]
     result: Term
-    body: S.Expr | None = None
     attrs: list[str] = field(default_factory=list)
     native: bool = False
     op: OpInfo | None = None
     init: InitInfo | None = None
     value: Term | None = None  # body as a term when it is a value (Nat, Shape, config, ...)
-    tensor_level: bool = False  # result mentions tensors: inlined when instantiated
+    code: Term | None = None  # body as a core term when it computes tensors
+    tensor_level: bool = False  # result mentions tensors: evaluated when instantiated
     doc: str | None = None
     checkpoint: str | None = None  # a type provider's constant: the file its tensors come from
 
     @property
     def type(self) -> Pi | Term:
         return Pi(self.params, self.result) if self.params else self.result
-
-
-@dataclass
-class BuiltinType:
-    name: str
-    arity: int
 
 
 # Type formers of Lean's core library, with the sort of each parameter ("type" or "nat").
@@ -116,10 +119,84 @@ def builtin_defs() -> dict[str, DefInfo]:
     }
 
 
+_FLOAT_FNS = {"Nat.toFloat": lambda x: x, "Float.sqrt": float_sqrt, "Float.exp": float_exp,
+              "Float.log": float_log}
 # `numel`, `prim` and `param` live in Tyr/Core.lean; the checker implements them natively.
 NATIVE_DEFS = {"torch.numel", "torch.prim", "torch.param"}
 # Lean-only modules (metaprograms); the checker provides what they provide.
 NATIVE_MODULE_PREFIX = "Tyr.Meta"
 NATIVE_DERIVING = {"Repr", "BEq", "Inhabited", "Hashable", "DecidableEq", "TensorStruct"}
 KNOWN_ATTRS = {"model"}
-_ = (STRING, TYPE, App)
+TENSOR_FAMILIES = {"torch.T": "f32", "torch.IT": "i64"}
+
+
+class Env:
+    """The global declarations of a program, by full name."""
+
+    def __init__(self) -> None:
+        self.decls: dict[str, Any] = dict(builtin_defs())
+        self.namespaces: set[str] = set()  # every proper prefix of a declared name
+        self.prims: dict[str, str] = {}  # op name → the def that declares it
+        self._uids = itertools.count(1)
+
+    def fresh_uid(self) -> int:
+        return next(self._uids)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.decls
+
+    def get(self, name: str) -> Any:
+        return self.decls.get(name)
+
+    def declare(self, name: str, info: Any) -> None:
+        self.decls[name] = info
+        parts = name.split(".")
+        self.namespaces.update(".".join(parts[:k]) for k in range(1, len(parts)))
+        if isinstance(info, DefInfo) and info.op is not None:
+            self.prims[info.op.prim] = name
+
+    def unfold(self, t: App) -> Term | None:
+        """Delta: a constant applied to all its arguments, when its body is a value."""
+        info = self.decls.get(t.head)
+        if not isinstance(info, DefInfo):
+            return None
+        if t.head == "torch.numel" and t.args and isinstance(t.args[0], Arr) \
+                and all(isinstance(x, Lit) for x in t.args[0].items):
+            return Lit(math.prod(x.n for x in t.args[0].items))
+        if t.head in _FLOAT_FNS and t.args and isinstance(t.args[0], (Lit, FLit)):
+            v = t.args[0]
+            return FLit(_FLOAT_FNS[t.head](float_of_nat(v.n) if isinstance(v, Lit) else v.x))
+        if info.value is not None and len(t.args) == len(info.params):
+            return subst(info.value, {p.uid: a for p, a in zip(info.params, t.args)})
+        return None
+
+    def signature(self, info: Any) -> tuple[tuple[Param, ...], Term]:
+        """Binders and result type of anything that can be applied."""
+        if isinstance(info, DefInfo):
+            return info.params, info.result
+        if isinstance(info, (StructInfo, IndInfo)):
+            return info.params, TYPE
+        if isinstance(info, CtorInfo):
+            ind = self.decls[info.inductive]
+            return info.params, App(ind.name, tuple(Var(p.name, p.uid) for p in ind.params))
+        if isinstance(info, str):  # builtin type former
+            return tuple(Param(f"α{i}", -100 - i, "explicit", TYPE if k == "type" else NAT)
+                         for i, k in enumerate(BUILTIN_TYPES[info])), TYPE
+        raise AssertionError(info)
+
+    def snapshot(self) -> tuple:
+        """The declarations so far, to start another program from (they are never changed)."""
+        n = next(self._uids)
+        self._uids = itertools.count(n)
+        return dict(self.decls), set(self.namespaces), dict(self.prims), n
+
+    @classmethod
+    def restore(cls, snap: tuple) -> "Env":
+        env = cls()
+        decls, namespaces, prims, n = snap
+        env.decls, env.namespaces, env.prims = dict(decls), set(namespaces), dict(prims)
+        env._uids = itertools.count(n)
+        return env
+
+    def ops(self) -> dict[str, DefInfo]:
+        return {prim: self.decls[name] for prim, name in self.prims.items()}

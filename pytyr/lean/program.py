@@ -6,15 +6,39 @@ under `Tyr.Meta` are Lean metaprograms that the checker provides natively.
 """
 from __future__ import annotations
 
+import os
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import Diagnostic, LeanError, Pos
 from . import syntax as S
-from .elab import Elaborator, Fail
-from .env import NATIVE_MODULE_PREFIX, DefInfo
+from .check import Checker
+from .defeq import TooLarge
+from .env import NATIVE_MODULE_PREFIX, DefInfo, Env, builtin_defs
+from .failure import Fail
 from .parser import Parser
+
+
+# The checked Tyr library (`import Tyr`), kept per process: a model file that imports it
+# starts from its declarations instead of checking the library again. Keyed by the working
+# directory (positions are shown relative to it) and by every library file's size and mtime.
+_LIBRARY: dict[str, tuple[tuple, tuple, dict]] = {}
+_LIBRARY_LOCK = threading.Lock()
+_BUILTINS = len(builtin_defs())
+
+
+def _library_files() -> tuple:
+    root = tyr_root()
+    files = [root / "Tyr.lean", *sorted((root / "Tyr").rglob("*.lean"))]
+    return tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files)
+
+
+def clear_library_cache() -> None:
+    """Forget the checked library (benchmarks measure a cold check with it)."""
+    with _LIBRARY_LOCK:
+        _LIBRARY.clear()
 
 
 def tyr_root() -> Path:
@@ -31,11 +55,12 @@ def tyr_root() -> Path:
 class Program:
     """Every module reachable from the root files, elaborated in import order."""
 
-    elab: Elaborator = field(default_factory=Elaborator)
+    checker: Checker = field(default_factory=Checker)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     loaded: dict[str, Path] = field(default_factory=dict)  # module name -> file
     modules: dict[Path, S.Module] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    _keys: set[str] = field(default_factory=set)  # resolved paths of the modules loaded
 
     def load_file(self, path: str | Path) -> None:
         path = Path(path)
@@ -55,8 +80,11 @@ class Program:
         rel = Path(*name.split(".")).with_suffix(".lean")
         bases = [tyr_root()] if name == "Tyr" or name.startswith("Tyr.") else [root]
         for base in bases:
-            if (base / rel).is_file():
-                return base / rel
+            try:
+                if (base / rel).is_file():
+                    return base / rel
+            except OSError:  # a name the file system refuses (too long, …) names no module
+                return None
         return None
 
     def _load(self, path: Path, shown: str, key: str, stack: list[str], root: Path) -> None:
@@ -64,8 +92,9 @@ class Program:
             self.diagnostics.append(Diagnostic(Pos(shown, 1, 0),
                                                "import cycle: " + " → ".join(stack + [key])))
             return
-        if any(str(p.resolve()) == key for p in self.modules):
+        if key in self._keys:
             return
+        self._keys.add(key)
         t0 = time.perf_counter()
         try:
             raw = path.read_bytes()
@@ -80,30 +109,31 @@ class Program:
                                                f"not UTF-8 text (byte 0x{raw[err.start]:02x}); "
                                                f"Lean source files are UTF-8"))
             return
+        parser = None
         try:
-            mod = Parser(text, shown).module()
+            parser = Parser(text, shown)
+            mod = parser.module()
         except LeanError as err:
             self.diagnostics.extend(err.diagnostics)
             self.modules[path] = S.Module(shown, [], [])
             return
-        except RecursionError:
-            self.diagnostics.append(Diagnostic(Pos(shown, 1, 0), "the source is nested too deeply "
-                                               "for the checker's parser"))
+        except RecursionError:  # the parser bounds nesting; this is a last resort
+            where = parser.tok.pos if parser is not None else Pos(shown, 1, 0)
+            self.diagnostics.append(Diagnostic(where, "this term is nested too deeply for the "
+                                                      "checker; split it with `let`"))
             self.modules[path] = S.Module(shown, [], [])
             return
         self.modules[path] = mod
         self._imports(mod, key, stack, root)
-        try:
-            self._elaborate(mod)
-        except RecursionError:
-            self.diagnostics.append(Diagnostic(Pos(shown, 1, 0), "terms are nested too deeply "
-                                               "for the checker; split them with `let`"))
+        self._elaborate(mod)
         self.timings[shown] = time.perf_counter() - t0
 
     def _imports(self, mod: S.Module, key: str, stack: list[str], root: Path) -> None:
         for imp in mod.imports:
             if imp.module.startswith(NATIVE_MODULE_PREFIX) or imp.module == "Tyr":
-                self.elab.meta_imported = True
+                self.checker.meta_imported = True
+            if imp.module == "Tyr" and self._fresh() and self._library(stack + [key], root):
+                continue
             if imp.module in (NATIVE_MODULE_PREFIX, "Tyr.Export") or \
                     imp.module.startswith(NATIVE_MODULE_PREFIX + "."):
                 continue
@@ -113,24 +143,56 @@ class Program:
                 continue
             target = self._resolve_import(imp.module, root)
             if target is None:
-                self.diagnostics.append(Diagnostic(imp.pos, f"unknown module '{imp.module}' "
-                                                   "(imports resolve as Lake does: A.B → A/B.lean)"))
+                self.diagnostics.append(Diagnostic(
+                    imp.pos, f"unknown module '{imp.module}' (imports resolve as Lake does: "
+                             f"A.B → A/B.lean)"))
                 continue
             sub_root = tyr_root() if imp.module.split(".")[0] == "Tyr" else root
-            self._load(target, self._display(target), str(target.resolve()), stack + [key], sub_root)
+            self._load(target, self._display(target), str(target.resolve()), stack + [key],
+                       sub_root)
+
+    def _fresh(self) -> bool:
+        """Nothing declared yet (the root's first import): the cached library fits."""
+        return len(self.env.decls) == _BUILTINS and not self.diagnostics
+
+    def _library(self, stack: list[str], root: Path) -> bool:
+        """Start from the cached checked library; check it and cache it if there is none."""
+        key = os.getcwd()
+        try:
+            files = _library_files()
+        except OSError:
+            return False
+        with _LIBRARY_LOCK:
+            hit = _LIBRARY.get(key)
+        if hit is None or hit[0] != files:
+            target = tyr_root() / "Tyr.lean"
+            self._load(target, self._display(target), str(target.resolve()), stack, root)
+            if not self.diagnostics:
+                with _LIBRARY_LOCK:
+                    _LIBRARY[key] = (files, self.env.snapshot(), dict(self.modules))
+            return True
+        _, snap, modules = hit
+        self.checker.env = self.checker.scope.env = Env.restore(snap)
+        self.modules.update(modules)
+        self._keys.update(str(p.resolve()) for p in modules)
+        return True
 
     def _elaborate(self, mod: S.Module) -> None:
-        el = self.elab
-        el.namespaces, el.opens, el.scopes = [], [], []
+        checker = self.checker
+        checker.scope.reset()
         for cmd in mod.commands:
             try:
-                el.command(cmd)
+                checker.command(cmd)
             except Fail as err:
                 self.diagnostics.append(Diagnostic(err.pos, err.msg))
-            finally:
-                el.pending = []
-        if el.scopes:
-            kind, name, _, _ = el.scopes[-1]
+            except TooLarge as err:
+                self.diagnostics.append(Diagnostic(cmd.pos, str(err)))
+            except RecursionError:  # the parser bounds nesting; this is a last resort
+                self.diagnostics.append(Diagnostic(cmd.pos, "this declaration is nested too "
+                                                            "deeply for the checker; split it "
+                                                            "with `let`"))
+        if checker.scope.stack:
+            kind, name, _, _ = checker.scope.stack[-1]
             self.diagnostics.append(Diagnostic(Pos(mod.file, 1, 0),
                                                f"{kind} '{name or ''}' is never closed with `end`"))
 
@@ -139,8 +201,13 @@ class Program:
         if self.diagnostics:
             raise LeanError(self.diagnostics)
 
+    @property
+    def env(self) -> Env:
+        """The checked declarations; read-only once the program is loaded."""
+        return self.checker.env
+
     def models(self) -> dict[str, DefInfo]:
-        return {n: i for n, i in self.elab.env.items()
+        return {n: i for n, i in self.env.decls.items()
                 if isinstance(i, DefInfo) and "model" in i.attrs}
 
     def find_model(self, name: str) -> DefInfo:
@@ -155,8 +222,7 @@ class Program:
                                     f"no model named '{name}' (models marked @[model]: {known})")])
 
     def ops(self) -> dict[str, DefInfo]:
-        return {i.op.prim: i for i in self.elab.env.values()
-                if isinstance(i, DefInfo) and i.op is not None}
+        return self.env.ops()
 
 
 def load(*paths: str | Path) -> Program:
@@ -191,4 +257,7 @@ def check_files(*paths: str | Path) -> list[Diagnostic]:
 
 def library() -> Program:
     """The Tyr library alone: the one source of op signatures."""
-    return load(tyr_root() / "Tyr.lean")
+    prog = Program()
+    prog._library([], tyr_root())
+    prog.raise_if_errors()
+    return prog

@@ -198,6 +198,7 @@ class Structure(Command):
     fields: list[Field]
     deriving: list[str]
     doc: str | None = None
+    deriving_pos: list[Pos] = field(default_factory=list)  # of each class name
 
 
 @dataclass
@@ -214,6 +215,7 @@ class Inductive(Command):
     ctors: list[Ctor]
     deriving: list[str]
     doc: str | None = None
+    deriving_pos: list[Pos] = field(default_factory=list)
 
 
 @dataclass

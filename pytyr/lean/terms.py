@@ -1,19 +1,20 @@
-"""Core terms of the checker, and Lean's definitional equality on the fragment Tyr uses.
+"""Core terms of the checker: types, the values that occur in types, and the computations a
+model performs.
 
-Types and the values that occur in types (dims, shapes, configs) are `Term`s. Definitional
-equality follows Lean (see ../shared/reference.md and docs/lean-subset.md):
-- closed `Nat` arithmetic evaluates as Lean defines it: truncated `-`, `x / 0 = 0`,
-  `x % 0 = x`;
-- `e + k` with a literal `k` is an offset: `n + 0 ≡ n`, `(n + 1) + 1 ≡ n + 2`, and
-  `?n + 1 =?= 5` solves `?n := 4`;
-- nothing else about open terms: `0 + n`, `n + m` vs `m + n`, `4 * d` vs `d * 4` differ;
-- `let`s, `abbrev`/`def` constants and projections of known structure values unfold.
-Where the checker cannot decide, it answers "not equal", and the caller reports an error.
+Types and the values in them (dims, shapes, configs) are first-order terms (`App`, `NatOp`,
+`Arr`, `Proj`, ...), compared by the definitional equality of `defeq.py`. A tensor-level body
+is checked once into a *core term* that says what to compute (`Call` of an op, a def or a local
+function, `Lam`, `Block` of `let`s); `evaluate.py` runs it when a model is instantiated. Every
+implicit argument a call needs is already in its `Call`: elaborate once, evaluate later.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import itertools
+from dataclasses import dataclass
 from typing import Callable
+
+from ..errors import Pos
+from .numerals import nat_str
 
 
 class Term:
@@ -86,8 +87,8 @@ class Param:
     uid: int
     kind: str  # explicit | implicit
     type: Term
-    default: object = None  # surface default expression (syntax.Expr) or None
-    tactic: str | None = None
+    default: Term | None = None  # `(k : A := v)`: `v`, elaborated against `A` at the declaration
+    tactic: str | None = None  # `(h : P := by decide)`
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,34 @@ class CtorV(Term):
     args: tuple[Term, ...] = ()
 
 
+@dataclass(frozen=True)
+class Call(Term):
+    """A computation: a typed op, a tensor-level def, a checkpoint constant or `Vector.foldl`
+    (`head` its name), or a local function value (`head` a term), applied to every argument
+    (implicit ones included, as solved when the caller was checked). `pos`: the call site."""
+
+    head: str | Term
+    args: tuple[Term, ...]
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class Lam(Term):
+    """`fun (x : A) => body`."""
+
+    params: tuple[Param, ...]
+    body: Term
+
+
+@dataclass(frozen=True)
+class Block(Term):
+    """`let`s whose values are computations, evaluated once each, in order; then `body`.
+    (`let`s of plain values are substituted, as Lean's zeta reduction would.)"""
+
+    binds: tuple[tuple[str, int, Term], ...]  # (name, uid of its `Var`, value)
+    body: Term
+
+
 NAT = App("Nat")
 FLOAT = App("Float")
 STRING = App("String")
@@ -178,29 +207,43 @@ SHAPE = App("Array", (NAT,))
 
 # ---- metavariables ---------------------------------------------------------------------
 
+_META_IDS = itertools.count(1)
 
-@dataclass
+
 class MetaCtx:
-    assign: dict[int, Term] = field(default_factory=dict)
-    counter: int = 0
+    """Assignments of metavariables, with an undo trail: a failed unification is rolled back
+    without copying the assignments."""
+
+    def __init__(self) -> None:
+        self.assign: dict[int, Term] = {}
+        self._trail: list[int] = []
 
     def fresh(self, name: str) -> Meta:
-        self.counter += 1
-        return Meta(self.counter, name)
+        return Meta(next(_META_IDS), name)
 
-    def snapshot(self) -> dict[int, Term]:
-        return dict(self.assign)
+    def set(self, uid: int, t: Term) -> None:
+        self.assign[uid] = t
+        self._trail.append(uid)
 
-    def restore(self, snap: dict[int, Term]) -> None:
-        self.assign = snap
+    def mark(self) -> int:
+        return len(self._trail)
+
+    def undo(self, mark: int) -> None:
+        while len(self._trail) > mark:
+            del self.assign[self._trail.pop()]
 
 
 # ---- traversal --------------------------------------------------------------------------
 
 
+def _param(p: Param, f: Callable[[Term], Term]) -> Param:
+    return Param(p.name, p.uid, p.kind, f(p.type), None if p.default is None else f(p.default),
+                 p.tactic)
+
+
 def map_children(t: Term, f: Callable[[Term], Term]) -> Term:
     if isinstance(t, App):
-        return App(t.head, tuple(f(a) for a in t.args))
+        return App(t.head, tuple(f(a) for a in t.args)) if t.args else t
     if isinstance(t, (NatOp, FloatOp)):
         return type(t)(t.op, f(t.a), f(t.b))
     if isinstance(t, Proj):
@@ -212,14 +255,20 @@ def map_children(t: Term, f: Callable[[Term], Term]) -> Term:
     if isinstance(t, Rel):
         return Rel(t.op, f(t.a), f(t.b))
     if isinstance(t, Pi):
-        ps = tuple(Param(p.name, p.uid, p.kind, f(p.type), p.default, p.tactic) for p in t.params)
-        return Pi(ps, f(t.result))
+        return Pi(tuple(_param(p, f) for p in t.params), f(t.result))
     if isinstance(t, StructV):
         return StructV(t.sname, tuple((k, f(v)) for k, v in t.fields))
     if isinstance(t, InitV):
         return InitV(t.kind, tuple((k, f(v)) for k, v in t.args))
     if isinstance(t, CtorV):
         return CtorV(t.name, tuple(f(a) for a in t.args))
+    if isinstance(t, Call):
+        return Call(t.head if isinstance(t.head, str) else f(t.head),
+                    tuple(f(a) for a in t.args), t.pos)
+    if isinstance(t, Lam):
+        return Lam(tuple(_param(p, f) for p in t.params), f(t.body))
+    if isinstance(t, Block):
+        return Block(tuple((n, u, f(v)) for n, u, v in t.binds), f(t.body))
     return t
 
 
@@ -234,6 +283,8 @@ def subst(t: Term, m: dict[int, Term]) -> Term:
 
 def instantiate(t: Term, mctx: MetaCtx) -> Term:
     """Replace assigned metavariables by their values."""
+    if not mctx.assign:
+        return t
     if isinstance(t, Meta):
         v = mctx.assign.get(t.uid)
         return instantiate(v, mctx) if v is not None else t
@@ -259,151 +310,9 @@ def is_closed(t: Term) -> bool:
     return not occurs(t, lambda x: isinstance(x, (Var, Meta, Opaque)))
 
 
-# ---- normalisation -----------------------------------------------------------------------
-
-
-def nat_eval(op: str, a: int, b: int) -> int:
-    """Lean's `Nat` operations: truncated subtraction, `x / 0 = 0`, `x % 0 = x`."""
-    if op == "+":
-        return a + b
-    if op == "-":
-        return max(a - b, 0)
-    if op == "*":
-        return a * b
-    if op == "/":
-        return a // b if b else 0
-    if op == "%":
-        return a % b if b else a
-    raise ValueError(op)
-
-
-def float_eval(op: str, a: float, b: float) -> float:
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    if op == "/":
-        return a / b if b else (float("inf") if a > 0 else float("-inf") if a < 0 else float("nan"))
-    raise ValueError(op)
-
-
-class Normalizer:
-    """Weak normalisation with delta (defs), zeta (lets, substituted), iota (projections)."""
-
-    def __init__(self, mctx: MetaCtx, unfold: Callable[[App], Term | None]):
-        self.mctx = mctx
-        self.unfold = unfold
-
-    def __call__(self, t: Term) -> Term:
-        if isinstance(t, Meta):
-            v = self.mctx.assign.get(t.uid)
-            return self(v) if v is not None else t
-        if isinstance(t, App):
-            t = App(t.head, tuple(self(a) for a in t.args))
-            body = self.unfold(t)
-            return self(body) if body is not None else t
-        if isinstance(t, NatOp):
-            a, b = self(t.a), self(t.b)
-            if isinstance(a, Lit) and isinstance(b, Lit):
-                return Lit(nat_eval(t.op, a.n, b.n))
-            if t.op == "+" and isinstance(b, Lit):
-                if b.n == 0:
-                    return a
-                if isinstance(a, NatOp) and a.op == "+" and isinstance(a.b, Lit):
-                    return NatOp("+", a.a, Lit(a.b.n + b.n))
-            return NatOp(t.op, a, b)
-        if isinstance(t, FloatOp):
-            a, b = self(t.a), self(t.b)
-            if isinstance(a, FLit) and isinstance(b, FLit):
-                return FLit(float_eval(t.op, a.x, b.x))
-            return FloatOp(t.op, a, b)
-        if isinstance(t, Proj):
-            e = self(t.e)
-            if isinstance(e, StructV):
-                v = e.get(t.field)
-                if v is not None:
-                    return self(v)
-            return Proj(e, t.field)
-        return map_children(t, self)
-
-
-def unify(a: Term, b: Term, norm: Normalizer) -> bool:
-    """Lean-style `a =?= b` on the fragment; assigns metavariables in `norm.mctx`."""
-    a, b = norm(a), norm(b)
-    if a == b:
-        return True
-    if isinstance(a, Meta):
-        return _assign(a, b, norm)
-    if isinstance(b, Meta):
-        return _assign(b, a, norm)
-    # Offsets: `e + k =?= n` and `e + k =?= e' + j` with literal k, j.
-    oa, ob = _offset(a), _offset(b)
-    if oa is not None or ob is not None:
-        (ea, ka), (eb, kb) = oa or (a, 0), ob or (b, 0)
-        if isinstance(a, Lit):
-            ea, ka = None, a.n
-        if isinstance(b, Lit):
-            eb, kb = None, b.n
-        k = min(ka, kb)
-        if k > 0:
-            ra = _mk_offset(ea, ka - k)
-            rb = _mk_offset(eb, kb - k)
-            return unify(ra, rb, norm)
-        return False
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, App):
-        return a.head == b.head and len(a.args) == len(b.args) and all(
-            unify(x, y, norm) for x, y in zip(a.args, b.args))
-    if isinstance(a, (NatOp, FloatOp)):
-        return a.op == b.op and unify(a.a, b.a, norm) and unify(a.b, b.b, norm)
-    if isinstance(a, Proj):
-        return a.field == b.field and unify(a.e, b.e, norm)
-    if isinstance(a, Arr):
-        return len(a.items) == len(b.items) and all(
-            unify(x, y, norm) for x, y in zip(a.items, b.items))
-    if isinstance(a, Rel):
-        return a.op == b.op and unify(a.a, b.a, norm) and unify(a.b, b.b, norm)
-    if isinstance(a, (Prod, Pair, Eq)):
-        return unify(a.a, b.a, norm) and unify(a.b, b.b, norm)
-    if isinstance(a, StructV):
-        return a.sname == b.sname and len(a.fields) == len(b.fields) and all(
-            k1 == k2 and unify(v1, v2, norm) for (k1, v1), (k2, v2) in zip(a.fields, b.fields))
-    if isinstance(a, CtorV):
-        return a.name == b.name and len(a.args) == len(b.args) and all(
-            unify(x, y, norm) for x, y in zip(a.args, b.args))
-    if isinstance(a, Pi):
-        if len(a.params) != len(b.params) or any(
-                p.kind != q.kind for p, q in zip(a.params, b.params)):
-            return False
-        m = {q.uid: Var(p.name, p.uid) for p, q in zip(a.params, b.params)}
-        return all(unify(p.type, subst(q.type, m), norm) for p, q in zip(a.params, b.params)) \
-            and unify(a.result, subst(b.result, m), norm)
-    return False
-
-
-def _offset(t: Term) -> tuple[Term | None, int] | None:
-    if isinstance(t, NatOp) and t.op == "+" and isinstance(t.b, Lit):
-        return t.a, t.b.n
-    if isinstance(t, Lit):
-        return None, t.n
-    return None
-
-
-def _mk_offset(e: Term | None, k: int) -> Term:
-    if e is None:
-        return Lit(k)
-    return e if k == 0 else NatOp("+", e, Lit(k))
-
-
-def _assign(m: Meta, t: Term, norm: Normalizer) -> bool:
-    t = instantiate(t, norm.mctx)
-    if occurs(t, lambda x: isinstance(x, Meta) and x.uid == m.uid):
-        return False
-    norm.mctx.assign[m.uid] = t
-    return True
+def computes(t: Term) -> bool:
+    """Whether `t` performs a computation (a `let` of it is bound once, not substituted)."""
+    return occurs(t, lambda x: isinstance(x, (Call, Lam, Block)))
 
 
 # ---- printing ----------------------------------------------------------------------------
@@ -417,7 +326,7 @@ def show(t: Term, prec: int = 0) -> str:
         return f"({s})" if p < prec else s
 
     if isinstance(t, Lit):
-        return str(t.n)
+        return nat_str(t.n)
     if isinstance(t, FLit):
         return repr(t.x)
     if isinstance(t, SLit):
@@ -464,6 +373,13 @@ def show(t: Term, prec: int = 0) -> str:
         return "." + t.name.rsplit(".", 1)[-1] + "".join(" " + show(a, 1024) for a in t.args)
     if isinstance(t, Opaque):
         return t.tag
+    if isinstance(t, Call):
+        head = _short(t.head) if isinstance(t.head, str) else show(t.head, 1024)
+        return paren(head + "".join(" " + show(a, 1024) for a in t.args), 1023)
+    if isinstance(t, Lam):
+        return paren("fun " + " ".join(p.name for p in t.params) + " => " + show(t.body), 0)
+    if isinstance(t, Block):
+        return "; ".join(f"let {n} := {show(v)}" for n, _, v in t.binds) + "; " + show(t.body)
     return repr(t)
 
 

@@ -1,0 +1,284 @@
+"""Lean's definitional equality on the fragment Tyr uses: normalisation and unification.
+
+- closed `Nat` arithmetic evaluates as Lean defines it: truncated `-`, `x / 0 = 0`,
+  `x % 0 = x`, arbitrary precision;
+- `+`, `-`, `*` recurse on their second argument, so a literal there reduces: `e + k` is an
+  offset (`n + 0 ≡ n`, `(n + 1) + 1 ≡ n + 2`, `?n + 1 =?= 5` solves `?n := 4`), `n - 0 ≡ n`,
+  `n + 1 - 1 ≡ n`, `n - 1 - 1 ≡ n - 2`, `n * 0 ≡ 0` (`nat_literal_rhs`);
+- `a < b` is `a + 1 ≤ b` by definition;
+- nothing else about open terms: `0 + n`, `n - 1 + 1`, `n * 1`, `n + m` vs `m + n`, `4 * d` vs
+  `d * 4` differ;
+- `let`s, `abbrev`/`def` constants, a `fun` applied and projections of known structure values
+  unfold.
+Where the checker cannot decide, it answers "not equal", and the caller reports an error.
+Shared by the checker and the instantiator; neither state nor environment lives here.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from .terms import (App, Arr, Block, Call, CtorV, Eq, FLit, FloatOp, Lam, Lit, Meta, MetaCtx,
+                    NatOp, Pair, Pi, Prod, Proj, Rel, StructV, Term, Var, instantiate,
+                    map_children, occurs, subst)
+
+
+class TooLarge(Exception):
+    """Closed arithmetic whose result the checker will not compute (a located error)."""
+
+
+NAT_BITS_LIMIT = 1 << 22  # ~1.26 million decimal digits: far past any shape, still fast
+
+
+def nat_eval(op: str, a: int, b: int) -> int:
+    """Lean's `Nat` operations: truncated subtraction, `x / 0 = 0`, `x % 0 = x`."""
+    if op == "+":
+        return a + b
+    if op == "-":
+        return max(a - b, 0)
+    if op == "*":
+        if a.bit_length() + b.bit_length() > NAT_BITS_LIMIT:
+            raise TooLarge(f"the product of a {a.bit_length()}-bit and a {b.bit_length()}-bit "
+                           f"number is over the checker's limit of {NAT_BITS_LIMIT} bits")
+        return a * b
+    if op == "/":
+        return a // b if b else 0
+    if op == "%":
+        return a % b if b else a
+    raise ValueError(op)
+
+
+def float_eval(op: str, a: float, b: float) -> float:
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "/":
+        return a / b if b else (float("inf") if a > 0 else float("-inf") if a < 0 else float("nan"))
+    raise ValueError(op)
+
+
+class Normalizer:
+    """Normalisation with delta (defs), zeta (`let`s), beta (a `fun` applied) and iota
+    (projections of known structures, elements of known vectors).
+
+    Normal forms of terms without metavariables depend only on the declarations, so they are
+    remembered (`cache`, which a checker shares between its declarations)."""
+
+    def __init__(self, mctx: MetaCtx, unfold: Callable[[App], Term | None],
+                 cache: dict[Term, Term] | None = None):
+        self.mctx = mctx
+        self.unfold = unfold
+        self.cache: dict[Term, Term] = {} if cache is None else cache
+        self._saw_meta = False  # set when the term being normalised mentions a metavariable
+
+    def __call__(self, t: Term) -> Term:
+        if isinstance(t, (Lit, FLit, Var, StructV)):  # a structure value is made of values
+            return t
+        if isinstance(t, Meta):
+            self._saw_meta = True
+            v = self.mctx.assign.get(t.uid)
+            return self(v) if v is not None else t
+        if not isinstance(t, _CACHED):
+            return self._norm(t)
+        hit = self.cache.get(t)
+        if hit is not None:
+            return hit
+        outer, self._saw_meta = self._saw_meta, False
+        r = self._norm(t)
+        if not self._saw_meta:
+            self.cache[t] = r
+        self._saw_meta = outer or self._saw_meta
+        return r
+
+    def _norm(self, t: Term) -> Term:
+        if isinstance(t, App):
+            if t.args:
+                args = tuple([self(a) for a in t.args])
+                if args != t.args:
+                    t = App(t.head, args)
+            body = self.unfold(t)
+            return self(body) if body is not None else t
+        if isinstance(t, NatOp):
+            a, b = self(t.a), self(t.b)
+            if isinstance(a, Lit) and isinstance(b, Lit):
+                return Lit(nat_eval(t.op, a.n, b.n))
+            if isinstance(b, Lit):
+                return nat_literal_rhs(t.op, a, b.n)
+            return t if a is t.a and b is t.b else NatOp(t.op, a, b)
+        if isinstance(t, FloatOp):
+            a, b = self(t.a), self(t.b)
+            if isinstance(a, FLit) and isinstance(b, FLit):
+                return FLit(float_eval(t.op, a.x, b.x))
+            return FloatOp(t.op, a, b)
+        if isinstance(t, Proj):
+            e = self(t.e)
+            if isinstance(e, StructV):
+                v = e.get(t.field)
+                if v is not None:
+                    return self(v)
+            if isinstance(e, Arr) and t.field.startswith("["):
+                return self(e.items[int(t.field[1:-1])])
+            return t if e is t.e else Proj(e, t.field)
+        if isinstance(t, Call) and isinstance(t.head, Lam) and len(t.args) == len(t.head.params):
+            m = {p.uid: a for p, a in zip(t.head.params, t.args)}
+            return self(subst(t.head.body, m))
+        if isinstance(t, Block):
+            body = t.body
+            for _, uid, v in reversed(t.binds):
+                body = subst(body, {uid: v})
+            return self(body)
+        return map_children(t, self)
+
+
+_CACHED = (App, Arr, NatOp, FloatOp, Proj, Prod, Rel, Eq, Pi)
+
+
+def nat_literal_rhs(op: str, a: Term, k: int) -> Term:
+    """`a op k` for a literal `k` and an open `a`, reduced as Lean's kernel reduces `Nat.add`,
+    `Nat.sub`, `Nat.mul`: they recurse on their second argument, so a literal there unfolds.
+    `e + 0 ≡ e`, `(e + j) + k ≡ e + (j + k)`; `e - 0 ≡ e`, `(e - j) - k ≡ e - (j + k)`,
+    `(e + j) - k ≡ e + (j - k)` or `e - (k - j)` (`pred (succ x) ≡ x`); `e * 0 ≡ 0`.
+    Nothing else: `e - j + k`, `e * 1`, `e / k`, `e % k` are stuck on the variable."""
+    if op == "+":
+        if k == 0:
+            return a
+        if isinstance(a, NatOp) and a.op == "+" and isinstance(a.b, Lit):
+            return NatOp("+", a.a, Lit(a.b.n + k))
+    elif op == "-":
+        if k == 0:
+            return a
+        if isinstance(a, NatOp) and a.op == "-" and isinstance(a.b, Lit):
+            return NatOp("-", a.a, Lit(a.b.n + k))
+        if isinstance(a, NatOp) and a.op == "+" and isinstance(a.b, Lit):
+            j = a.b.n
+            return nat_literal_rhs("+", a.a, j - k) if j >= k else nat_literal_rhs("-", a.a, k - j)
+    elif op == "*" and k == 0:
+        return Lit(0)
+    return NatOp(op, a, Lit(k))
+
+
+def unify(a: Term, b: Term, norm: Normalizer) -> bool:
+    """Lean-style `a =?= b` on the fragment; assigns metavariables in `norm.mctx`."""
+    if a is b:
+        return True
+    return _unify(norm(a), norm(b), norm)
+
+
+def _unify(a: Term, b: Term, norm: Normalizer) -> bool:
+    """`a =?= b` for terms in normal form (their subterms are too, but for metavariables
+    assigned meanwhile: those are resolved here, and a failure is retried normalised)."""
+    if isinstance(a, Meta):
+        a = norm(a)
+    if isinstance(b, Meta):
+        b = norm(b)
+    if a == b:
+        return True
+    if _structural(a, b, norm):
+        return True
+    assigned = norm.mctx.assign
+    if assigned and (_has_assigned(a, assigned) or _has_assigned(b, assigned)):
+        na, nb = norm(a), norm(b)
+        return (na, nb) != (a, b) and _unify(na, nb, norm)
+    return False
+
+
+def _has_assigned(t: Term, assigned: dict[int, Term]) -> bool:
+    return occurs(t, lambda x: isinstance(x, Meta) and x.uid in assigned)
+
+
+def _structural(a: Term, b: Term, norm: Normalizer) -> bool:
+    if isinstance(a, Meta):
+        return _assign(a, b, norm)
+    if isinstance(b, Meta):
+        return _assign(b, a, norm)
+    # Offsets: `e + k =?= n` and `e + k =?= e' + j` with literal k, j.
+    oa, ob = _offset(a), _offset(b)
+    if oa is not None or ob is not None:
+        (ea, ka), (eb, kb) = oa or (a, 0), ob or (b, 0)
+        if isinstance(a, Lit):
+            ea, ka = None, a.n
+        if isinstance(b, Lit):
+            eb, kb = None, b.n
+        k = min(ka, kb)
+        if k > 0:
+            ra = _mk_offset(ea, ka - k)
+            rb = _mk_offset(eb, kb - k)
+            return _unify(ra, rb, norm)
+        return False
+    # Predecessors: `e - j =?= e' - k` cancels min(j, k), as unfolding `Nat.sub` to `pred`s
+    # does (Lean solves `?m - 1 =?= n - 2` with `?m := n - 1`).
+    sa, sb = _pred(a), _pred(b)
+    if sa is not None and sb is not None and sa[1] != sb[1]:
+        k = min(sa[1], sb[1])
+        return _unify(_mk_pred(sa[0], sa[1] - k), _mk_pred(sb[0], sb[1] - k), norm)
+    # `a < b` is by definition `a + 1 ≤ b` (`Nat.lt n m := Nat.le (n + 1) m`).
+    if isinstance(a, Rel) and isinstance(b, Rel) and a.op != b.op:
+        return unify(_le(a), _le(b), norm)
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, App):
+        return a.head == b.head and len(a.args) == len(b.args) and all(
+            _unify(x, y, norm) for x, y in zip(a.args, b.args))
+    if isinstance(a, (NatOp, FloatOp)):
+        return a.op == b.op and _unify(a.a, b.a, norm) and _unify(a.b, b.b, norm)
+    if isinstance(a, Proj):
+        return a.field == b.field and _unify(a.e, b.e, norm)
+    if isinstance(a, Arr):
+        return len(a.items) == len(b.items) and all(
+            _unify(x, y, norm) for x, y in zip(a.items, b.items))
+    if isinstance(a, Rel):
+        return a.op == b.op and _unify(a.a, b.a, norm) and _unify(a.b, b.b, norm)
+    if isinstance(a, (Prod, Pair, Eq)):
+        return _unify(a.a, b.a, norm) and _unify(a.b, b.b, norm)
+    if isinstance(a, StructV):
+        return a.sname == b.sname and len(a.fields) == len(b.fields) and all(
+            k1 == k2 and _unify(v1, v2, norm) for (k1, v1), (k2, v2) in zip(a.fields, b.fields))
+    if isinstance(a, CtorV):
+        return a.name == b.name and len(a.args) == len(b.args) and all(
+            _unify(x, y, norm) for x, y in zip(a.args, b.args))
+    if isinstance(a, Pi):
+        if len(a.params) != len(b.params) or any(
+                p.kind != q.kind for p, q in zip(a.params, b.params)):
+            return False
+        m = {q.uid: Var(p.name, p.uid) for p, q in zip(a.params, b.params)}
+        return all(unify(p.type, subst(q.type, m), norm) for p, q in zip(a.params, b.params)) \
+            and unify(a.result, subst(b.result, m), norm)
+    return False
+
+
+def _offset(t: Term) -> tuple[Term | None, int] | None:
+    if isinstance(t, NatOp) and t.op == "+" and isinstance(t.b, Lit):
+        return t.a, t.b.n
+    if isinstance(t, Lit):
+        return None, t.n
+    return None
+
+
+def _mk_offset(e: Term | None, k: int) -> Term:
+    if e is None:
+        return Lit(k)
+    return e if k == 0 else NatOp("+", e, Lit(k))
+
+
+def _pred(t: Term) -> tuple[Term, int] | None:
+    if isinstance(t, NatOp) and t.op == "-" and isinstance(t.b, Lit):
+        return t.a, t.b.n
+    return None
+
+
+def _mk_pred(e: Term, k: int) -> Term:
+    return e if k == 0 else NatOp("-", e, Lit(k))
+
+
+def _le(r: Rel) -> Rel:
+    return r if r.op == "≤" else Rel("≤", NatOp("+", r.a, Lit(1)), r.b)  # unify normalises
+
+
+def _assign(m: Meta, t: Term, norm: Normalizer) -> bool:
+    t = instantiate(t, norm.mctx)
+    if occurs(t, lambda x: isinstance(x, Meta) and x.uid == m.uid):
+        return False
+    norm.mctx.set(m.uid, t)
+    return True

@@ -1,0 +1,128 @@
+"""Lean's elaboration rules the checker follows, each pinned by Lean's verdict and message:
+the expected type is propagated into an application before its explicit arguments
+(`propagateExpectedType` in `src/Lean/Elab/App.lean`), binder defaults are elaborated at the
+declaration (`optParam`), and `deriving C` needs an instance of `C` for every field."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lean.helpers import check_src, one_error
+
+# ---- propagateExpectedType --------------------------------------------------------------
+
+
+def test_the_expected_type_solves_implicits_before_the_arguments(tmp_path):
+    # `linear {m n b} (x : T #[b, m]) (M : T #[n, m]) : T #[b, n]` against `T #[2, 5]`: Lean
+    # unifies the result first (?b := 2, ?n := 5), so the wrong argument is `w`, at its column.
+    src = "def f (x : T #[2, 3]) (w : T #[4, 3]) : T #[2, 5] := linear x w"
+    d = one_error(tmp_path, src)
+    assert (d.pos.line, d.pos.col) == (3, src.rindex("w"))
+    assert d.message == ("argument 'M' of 'linear' has type T #[4, 3] but is expected to have "
+                         "type T #[5, 3]")
+
+
+def test_without_an_expected_type_the_arguments_decide(tmp_path):
+    # The README's example: no expected type, so `?n` is still open at `w`.
+    src = ("def bad :=\n  let x : T #[32, 768] := zeros\n  let w : T #[768, 512] := zeros\n"
+           "  linear x w\n")
+    d = one_error(tmp_path, src)
+    assert (d.pos.line, d.pos.col) == (6, 11) and "T #[?n, 768]" in d.message
+
+
+def test_propagation_lets_a_literal_take_the_expected_type(tmp_path):
+    # `id' 2 : Float`: the expected type gives `?α := Float` before `2` is elaborated, so the
+    # literal is a Float (Lean accepts; elaborating `2` first would make `?α := Nat`).
+    src = ("def id' {α : Type} (a : α) : α := a\n"
+           "def f : Float := id' 2\n"
+           "def g (x : T #[2]) : T #[2] := scale x (id' 3)\n")
+    assert check_src(tmp_path, src) == []
+
+
+def test_no_propagation_when_the_result_depends_on_an_explicit_argument(tmp_path):
+    # `reshape (x : T s) (target : Shape) : T target`: the result mentions `target`, so Lean
+    # does not propagate; the mismatch is the whole application's, at its start.
+    src = "def f (x : T #[6]) : T #[3, 2] := reshape x #[2, 3]"
+    d = one_error(tmp_path, src)
+    assert (d.pos.line, d.pos.col) == (3, src.index("reshape"))
+    assert d.message.startswith("type mismatch: 'reshape ...' has type T #[2, 3]")
+
+
+def test_a_failed_propagation_is_silent(tmp_path):
+    # `relu x : T #[3]` with `x : T #[2]`: propagation fails quietly; the argument is reported.
+    d = one_error(tmp_path, "def f (x : T #[2]) : T #[3] := relu x")
+    assert d.message.startswith("argument 'x' of 'relu' has type T #[2]")
+
+
+# ---- binder defaults --------------------------------------------------------------------
+
+def test_a_default_is_elaborated_at_the_declaration(tmp_path):
+    # Lean elaborates `(k : Nat := "a")` when it checks `f`, whether or not a call uses it.
+    src = 'def f (x : T #[2]) (k : Nat := "a") : T #[2] := x'
+    d = one_error(tmp_path, src)
+    assert (d.pos.line, d.pos.col) == (3, src.index('"a"'))
+    assert d.message == ("type mismatch: this term has type String but is expected to have "
+                         "type Nat")
+
+
+def test_a_default_may_use_earlier_binders_and_is_instantiated_at_the_call(tmp_path):
+    src = ("def pad (n : Nat) (k : Nat := n + 1) (x : T #[k]) : T #[k] := x\n"
+           "def f (x : T #[5]) : T #[5] := pad 4 (x := x)\n")
+    assert check_src(tmp_path, src) == []
+    d = one_error(tmp_path, src.replace("pad 4 (x := x)", "pad 3 (x := x)"))
+    assert "argument 'x' of 'pad' has type T #[5]" in d.message
+
+
+def test_an_unknown_name_in_a_default_is_reported_at_the_default(tmp_path):
+    src = "def f (x : T #[2]) (eps : Float := epsilon) : T #[2] := x"
+    d = one_error(tmp_path, src)
+    assert d.message.startswith("unknown identifier 'epsilon'")
+    assert d.pos.col == src.index("epsilon")
+
+
+# ---- deriving needs instances -----------------------------------------------------------
+
+BLOCK = ("structure C where\n  d : Nat\n  n : Nat\n"
+         "structure Block (c : C) where\n  w : T #[c.d] := zeros\n{block_deriving}"
+         "structure Net (c : C) where\n  blocks : Vector (Block c) c.n\n  deriving TensorStruct\n")
+
+
+def test_deriving_through_a_vector_needs_the_element_instance(tmp_path):
+    d = one_error(tmp_path, BLOCK.format(block_deriving=""))
+    assert (d.pos.line, d.pos.col) == (10, 11)  # the class name in `deriving TensorStruct`
+    assert d.message.startswith("failed to synthesize TensorStruct (Block c): deriving "
+                                "TensorStruct for 'Net' needs an instance for field 'blocks'")
+    ok = BLOCK.format(block_deriving="  deriving TensorStruct\n")
+    assert check_src(tmp_path, ok) == []
+
+
+@pytest.mark.parametrize("cls,field,ok", [
+    ("Repr", "x : Float", True), ("BEq", "x : Nat", True), ("DecidableEq", "x : Float", False),
+    ("Repr", "x : T #[2]", False), ("Inhabited", "x : T #[2]", True),
+    ("TensorStruct", "x : Nat", True), ("TensorStruct", "x : Array Nat", False),
+    ("TensorStruct", "x : T #[2] × IT #[3]", True), ("BEq", "x : Vector Nat 3", True),
+    ("Repr", "x : Vector (T #[2]) 3", False),
+])
+def test_deriving_checks_every_field_type(tmp_path, cls, field, ok):
+    src = f"structure S where\n  {field}\n  deriving {cls}\n"
+    diags = check_src(tmp_path, src)
+    if ok:
+        assert diags == []
+    else:
+        assert len(diags) == 1 and diags[0].message.startswith(f"failed to synthesize {cls}")
+
+
+def test_deriving_for_an_inductive_checks_constructor_arguments(tmp_path):
+    assert check_src(tmp_path, "inductive K where\n  | a (x : Nat)\n  | b\n  deriving Repr\n") == []
+    d = one_error(tmp_path, "inductive K where\n  | a (x : T #[2])\n  deriving Repr\n")
+    assert d.message.startswith("failed to synthesize Repr (T #[2])")
+    # `Inhabited` needs one constructor whose arguments all have instances.
+    assert check_src(tmp_path, "inductive K where\n  | a (x : T #[2] → Nat)\n  | b\n"
+                               "  deriving Inhabited\n") == []
+
+
+def test_an_unbound_name_in_a_header_names_leans_auto_implicit(tmp_path):
+    # Lean (autoImplicit, on by default) would bind `n`; the subset asks for the binder.
+    d = one_error(tmp_path, "def f (x : T #[n]) : T #[n] := x")
+    assert d.message.startswith("unknown identifier 'n'; Lean's `autoImplicit` would bind it")
+    d = one_error(tmp_path, "def f (x : T #[2]) : T #[2] := relu y")
+    assert d.message == "unknown identifier 'y'"
