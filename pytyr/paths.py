@@ -43,15 +43,20 @@ def _missing(path: Path, what: str) -> ConfigError:
     return ConfigError(f"{path}: {what} not found")
 
 
-def input_file(path: str | os.PathLike[str], what: str = "file") -> Path:
-    """`path` if it is an existing regular file (symlinks followed), else a ConfigError."""
-    path = Path(path)
+def _mode(path: Path, what: str) -> int:
+    """The mode of an existing `path`, or a ConfigError saying why there is none."""
     try:
-        mode = path.stat().st_mode
+        return path.stat().st_mode
     except (FileNotFoundError, NotADirectoryError):
         raise _missing(path, what) from None
     except OSError as err:
         raise ConfigError(f"{path}: cannot read the {what}: {err.strerror}") from None
+
+
+def input_file(path: str | os.PathLike[str], what: str = "file") -> Path:
+    """`path` if it is an existing regular file (symlinks followed), else a ConfigError."""
+    path = Path(path)
+    mode = _mode(path, what)
     if not stat.S_ISREG(mode):
         raise ConfigError(f"{path}: the {what} is {_kind(mode)}, not a regular file")
     return path
@@ -60,12 +65,7 @@ def input_file(path: str | os.PathLike[str], what: str = "file") -> Path:
 def input_dir(path: str | os.PathLike[str], what: str = "directory") -> Path:
     """`path` if it is an existing directory, else a ConfigError."""
     path = Path(path)
-    try:
-        mode = path.stat().st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        raise _missing(path, what) from None
-    except OSError as err:
-        raise ConfigError(f"{path}: cannot read the {what}: {err.strerror}") from None
+    mode = _mode(path, what)
     if not stat.S_ISDIR(mode):
         raise ConfigError(f"{path}: the {what} is {_kind(mode)}, not a directory")
     return path

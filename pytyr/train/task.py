@@ -182,6 +182,18 @@ class Task(abc.ABC):
         return {"name": self.name, **dataclasses.asdict(self.options)}
 
 
+def epoch_rows(n: int, k: int, ctx: TaskContext, seed: int) -> torch.Tensor:
+    """Row indices of micro-batch `k` of this rank, drawn from `n` rows in shuffled epochs:
+    every epoch is a fresh permutation (seeded by `seed` and the epoch), cut into global steps
+    of `micro_batch * world` rows (the rest of an epoch dropped), of which this rank takes its
+    slice. A pure function of `k`, as `Task.batch` must be."""
+    rows = ctx.micro_batch * ctx.world
+    epoch, j = divmod(k, n // rows)
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
+    start = j * rows + ctx.rank * ctx.micro_batch
+    return perm[start:start + ctx.micro_batch]
+
+
 def check_rows(task: str, batch: int, rows: int, what: str, source: str) -> None:
     """A ConfigError when a data set has fewer rows than one batch needs."""
     if rows < batch:

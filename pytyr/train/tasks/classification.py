@@ -22,7 +22,8 @@ import torch
 from pytyr.config import setting
 from pytyr.errors import DataError
 from pytyr.paths import input_file
-from pytyr.train.task import Batch, Expect, Feed, Task, TaskContext, check_rows
+from pytyr.train.task import (Batch, Expect, Feed, Task, TaskContext, check_rows,
+                              epoch_rows)
 from pytyr.train.tasks import register
 
 
@@ -137,14 +138,7 @@ class Classification(Task):
         return {"classes": self.classes, "features": int(self.x.shape[1])}
 
     def batch(self, k: int) -> Batch:
-        c = self.ctx
-        rows = c.micro_batch * c.world
-        per_epoch = len(self.y) // rows
-        epoch, j = divmod(k, per_epoch)
-        gen = torch.Generator().manual_seed(self.options.seed * 1_000_003 + epoch)
-        perm = torch.randperm(len(self.y), generator=gen)
-        start = j * rows + c.rank * c.micro_batch
-        idx = perm[start:start + c.micro_batch]
+        idx = epoch_rows(len(self.y), k, self.ctx, self.options.seed)
         return {"x": self.x[idx], "y": self.y[idx]}
 
     def eval_batches(self, split: str, iters: int) -> Iterator[Batch]:

@@ -27,7 +27,7 @@ import torch
 from pytyr.config import setting
 from pytyr.train import flow
 from pytyr.train.task import (Batch, Expect, Feed, ModelFactory, SampleOutput, StepRNG, Task,
-                              TaskContext, check_rows)
+                              TaskContext, check_rows, epoch_rows)
 from pytyr.train.tasks import register
 
 IMAGE = ("batch", "channels", "height", "width")
@@ -100,13 +100,7 @@ class ImageFlow(Task):
         return {"channels": ch, "height": h, "width": w, "classes": self.classes}
 
     def batch(self, k: int) -> Batch:
-        c = self.ctx
-        rows = c.micro_batch * c.world
-        per_epoch = len(self.train_set) // rows
-        epoch, j = divmod(k, per_epoch)
-        gen = torch.Generator().manual_seed(self.options.split_seed * 1_000_003 + epoch)
-        perm = torch.randperm(len(self.train_set), generator=gen)
-        idx = perm[j * rows + c.rank * c.micro_batch:][:c.micro_batch]
+        idx = epoch_rows(len(self.train_set), k, self.ctx, self.options.split_seed)
         return {"x0": self.train_set.images[idx], "labels": self.train_set.labels[idx]}
 
     def step_inputs(self, batch: Batch, rng: StepRNG, *, drop: bool = True) -> Batch:
