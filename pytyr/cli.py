@@ -146,6 +146,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     source = _source(args)
     cfg, where = _config(args, required=bool(args.file) and not args.config)
+    if args.device:
+        cfg = merge(cfg, {"train": {"device": args.device}})
     return train(source, args.model, cfg, where, resume=args.resume, progress=not args.quiet)
 
 
@@ -253,6 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     t.add_argument("--resume", action="store_true",
                    help="continue exactly from the checkpoint in the run directory")
+    t.add_argument("--device", choices=["cpu", "cuda", "auto"],
+                   help="where to train (same as --set train.device=…; default auto)")
     t.set_defaults(fn=cmd_train)
 
     r = _sub(sub, "run", "run a model forward on inputs from a safetensors file",

@@ -99,3 +99,25 @@ def test_graph_explains_the_kernel_choice(capsys):
     assert main(["graph", "examples/gpt/GPT.lean", "--model", "gpt", "--explain",
                  "--device", "cpu"]) == 0
     assert "0 of 14 nodes" in capsys.readouterr().out  # kernels are for CUDA only
+
+
+def _leaves(parser):
+    import argparse
+
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield parser
+        return
+    for sub in subs:
+        for child in sub.choices.values():
+            yield from _leaves(child)
+
+
+def test_every_command_has_a_description_and_examples():
+    from pytyr.cli import build_parser
+
+    leaves = list(_leaves(build_parser()))
+    assert len(leaves) >= 12
+    for p in leaves:
+        text = p.format_help()
+        assert p.description and "examples:\n  tyr " in text, p.prog

@@ -45,6 +45,9 @@ def _run(tmp_path, cache, *extra):
     ("task.name=char_llm", "unknown task 'char_llm' (known: char_lm, classification, "),
     ("train.max_iters=99999999999999999999", "beyond the 64-bit range"),
     ("train.lr=1e999", "'train.lr' must be a finite number"),
+    ("model.c.n_head=0", "parameter 'wte' has shape [75, 0]: a dimension of 0 cannot be "
+                         "trained (model.c.n_head is 0)"),
+    ("train.device=cpux", "'train.device' must be one of 'cpu', 'cuda', 'auto'"),
 ])
 def test_bad_config_fails_before_training(tmp_path, cache, capsys, override, frag):
     assert _run(tmp_path, cache, "--set", "train.max_iters=2", "--set", override) == 1

@@ -80,7 +80,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `tyr tokenizer train` and `tyr data prepare` to the CLI's subparsers."""
     tp = subparsers.add_parser("tokenizer", help="train a tokenizer on a local corpus")
     tsub = tp.add_subparsers(dest="tokenizer_command", required=True)
-    t = tsub.add_parser("train", help="train a byte-level BPE (or char) tokenizer")
+    t = tsub.add_parser(
+        "train", help="train a byte-level BPE (or char) tokenizer",
+        description="Train a byte-level BPE (the `tokenizers` library) or a character "
+                    "tokenizer on local text: parquet files or directories (their --column), "
+                    "or plain UTF-8 text files, streamed.",
+        epilog="examples:\n  tyr tokenizer train docs.parquet --vocab-size 4096 --out tok.json\n"
+               "  tyr tokenizer train book.txt --kind char --out chars.json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     t.add_argument("corpus", nargs="+", help="text files, parquet files or directories")
     t.add_argument("--vocab-size", type=int, default=4096,
                    help="BPE vocabulary incl. 256 bytes and specials (default %(default)s)")
@@ -94,7 +101,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     dp = subparsers.add_parser("data", help="prepare datasets")
     dsub = dp.add_subparsers(dest="data_command", required=True)
-    d = dsub.add_parser("prepare", help="tokenize a parquet text dataset into token shards")
+    d = dsub.add_parser(
+        "prepare", help="tokenize a parquet text dataset into token shards",
+        description="Tokenize a parquet text dataset (BOS before each document) into uint16 "
+                    "token shards with their SHA-256 in meta.json and a copy of the tokenizer, "
+                    "for `tyr train` with task shard_lm. Rows whose text is null are counted "
+                    "and reported.",
+        epilog="examples:\n  tyr data prepare docs.parquet --tokenizer tok.json --out data/mine "
+               "--val-tokens 100000\n  tyr data prepare shards/ --tokenizer tok.json --out d "
+               "--format nanogpt --shard-tokens 50000000",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     d.add_argument("data", nargs="+", help="parquet files or directories of them")
     d.add_argument("--tokenizer", required=True, help="tokenizer.json (BPE or char)")
     d.add_argument("--out", required=True, help="output directory for shards and meta.json")

@@ -18,11 +18,11 @@ import time
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 
 from pytyr.kernels import contracts
 from pytyr.kernels.contract import DTYPE_NAMES, Case
 from pytyr.kernels.parity import Report, run_case
+from pytyr.safetensors import write_file
 
 
 def _metadata(report: Report) -> dict[str, str]:
@@ -42,7 +42,7 @@ def _ratio(check) -> float:
 
 def write_fixture(report: Report, path: Path) -> None:
     tensors = {k: v.detach().cpu().contiguous() for k, v in report.tensors.items()}
-    save_file(tensors, str(path), metadata=_metadata(report))
+    write_file(tensors, path, _metadata(report))
 
 
 def run_suite(name: str, scale: str, trials: int, fixtures: Path | None, device: str,

@@ -136,15 +136,32 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                               description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="safetensors_command", required=True, metavar="COMMAND")
-    i = sub.add_parser("inspect", help="tensor count and tree with shapes and dtypes")
+    i = sub.add_parser("inspect", help="tensor count and tree with shapes and dtypes",
+                       description="Validate a checkpoint's header (every rule of the format) "
+                                   "and print its tensors as a tree with shapes and dtypes; "
+                                   "no tensor data is read.",
+                       epilog="examples:\n  tyr safetensors inspect model.safetensors\n"
+                              "  tyr safetensors inspect ckpt/   # a shard directory",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     i.add_argument("path", help=".safetensors file, shard directory or .schema.json")
     i.set_defaults(fn=cmd_inspect)
-    v = sub.add_parser("provide", help="write a typed Python module (and .pyi) for a checkpoint")
+    v = sub.add_parser("provide", help="write a typed Python module (and .pyi) for a checkpoint",
+                       description="Write a Python module (and .pyi stub) whose classes mirror "
+                                   "the checkpoint's tree, typed by its header.",
+                       epilog="examples:\n  tyr safetensors provide bert.safetensors "
+                              "--module bert_weights --out src/",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     v.add_argument("path", help=".safetensors file, shard directory or .schema.json")
     v.add_argument("--module", required=True, help="module name (NAME.py, NAME.pyi)")
     v.add_argument("--out", default=".", help="directory to write into (default: %(default)s)")
     v.set_defaults(fn=cmd_provide)
-    s = sub.add_parser("schema", help="write the .schema.json snapshot (specs without data)")
+    s = sub.add_parser("schema", help="write the .schema.json snapshot (specs without data)",
+                       description="Write a .schema.json snapshot of the checkpoint: every "
+                                   "tensor's name, dtype and shape, without data (what "
+                                   "safetensors_type_provider can read instead of the file).",
+                       epilog="examples:\n  tyr safetensors schema model.safetensors -o "
+                              "model.schema.json",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("path", help=".safetensors file or shard directory")
     s.add_argument("-o", "--output", help="default: PATH's name + .schema.json, here")
     s.set_defaults(fn=cmd_schema)

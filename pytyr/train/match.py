@@ -99,6 +99,12 @@ def _hint(values: dict[str, Any], dims: tuple[int, ...], want: tuple[int | None,
     return f" ({', '.join(keys)})" if keys else ""
 
 
+def _zero_hint(values: dict[str, Any]) -> str:
+    zeros = [k for k, v in _leaves(values) if v == 0 and not isinstance(v, bool)
+             and isinstance(v, int)]
+    return f" ({', '.join(f'{k} is 0' for k in zeros)})" if zeros else ""
+
+
 def _fits(t: TensorType, dtype: str, roles: tuple[str, ...], sizes: dict[str, int]) -> bool:
     return (t.dtype == dtype and len(t.shape) == len(roles)
             and all(r not in sizes or sizes[r] == d for r, d in zip(roles, t.shape)))
@@ -122,6 +128,12 @@ def check_graph(graph: Graph, where: str, feeds: dict[str, Feed], expects: list[
     if unfed:
         raise ConfigError(f"{head} takes input '{unfed[0]}', which task '{task}' does not feed "
                           f"(it feeds {_feeds_text(feeds, sizes)})")
+    empty = [(f"parameter '{p.path}'", p.shape) for p in graph.params if 0 in p.shape]
+    empty += [(f"the {n.op} at {n.loc or n.name}", n.shape) for n in graph.nodes if 0 in n.shape]
+    if empty:
+        what, shape = empty[0]
+        raise ConfigError(f"{head}: {what} has shape {list(shape)}: a dimension of 0 cannot "
+                          f"be trained{_zero_hint(values)}")
     types = graph.types()
     outs = [types[o.ref] for o in graph.outputs]
     if not outs or outs[-1] != TensorType((), "f32"):
