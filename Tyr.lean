@@ -2,6 +2,7 @@ import Tyr.Core
 import Tyr.Meta
 import Tyr.Ops
 import Tyr.NN
+import Tyr.Decode
 
 /-!
 # Tyr — shape-typed tensors and models in Lean 4

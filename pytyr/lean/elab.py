@@ -17,8 +17,8 @@ from .env import (BUILTIN_TYPES, KNOWN_ATTRS, NATIVE_DEFS, NATIVE_DERIVING, Ctor
                   FieldInfo, IndInfo, InitInfo, OpInfo, StructInfo, builtin_defs)
 from .parser import SUBSET
 from .terms import (FLOAT, NAT, PROP, SHAPE, STRING, TYPE, App, Arr, CtorV, Eq, FLit, FloatOp,
-                    InitV, Lit, Meta, MetaCtx, NatOp, Normalizer, Opaque, Pair, Param, Pi, Prod,
-                    Proj, Rel, SLit, Sort, StructV, Term, Var, instantiate, is_closed,
+                    InitV, Lit, Meta, MetaCtx, NatOp, Normalizer, Opaque, PAIR_FIELDS, Pair, Param,
+                    Pi, Prod, Proj, Rel, SLit, Sort, StructV, Term, Var, instantiate, is_closed,
                     map_children, show, subst, unify)
 
 TENSOR_FAMILIES = {"torch.T": "f32", "torch.IT": "i64"}
@@ -634,6 +634,9 @@ class Elaborator:
             wty = self.whnf(ty)
             last = i == len(fields) - 1
             sinfo = self.env.get(wty.head) if isinstance(wty, App) else None
+            if isinstance(wty, Prod) and f in PAIR_FIELDS:  # Prod is a structure in Lean
+                term, ty = self.whnf(Proj(term, f)), wty.a if f == "fst" else wty.b
+                continue
             if isinstance(sinfo, StructInfo) and any(fi.name == f for fi in sinfo.fields):
                 term, ty = self.project(term, wty, sinfo, f)
                 continue
@@ -846,6 +849,8 @@ class Elaborator:
             for item in xs.items:
                 acc = self.call_closure(f, fty.params, [acc, item])
             return acc
+        if name in ("Prod.fst", "Prod.snd"):
+            return self.whnf(Proj(values[2], name.removeprefix("Prod.")))
         if info.kind == "builtin" and self.mentions_tensor(res):
             return Opaque("tensor")
         if info.init is not None:

@@ -108,6 +108,9 @@ class Pair(Term):
     b: Term
 
 
+PAIR_FIELDS = ("fst", "snd")  # `p.fst`, `p.snd`, `Prod.fst p`: the projections of `α × β`
+
+
 @dataclass(frozen=True)
 class Sort(Term):
     name: str  # Type | Prop
@@ -325,6 +328,8 @@ class Normalizer:
                 v = e.get(t.field)
                 if v is not None:
                     return self(v)
+            if isinstance(e, Pair) and t.field in PAIR_FIELDS:
+                return self(e.a if t.field == "fst" else e.b)
             return Proj(e, t.field)
         return map_children(t, self)
 
