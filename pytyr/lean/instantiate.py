@@ -16,8 +16,8 @@ from ..ir.graph import Graph, Input, Node, Output, Param, TensorType
 from .elab import TENSOR_FAMILIES, Ctx, Elaborator, Fail
 from .env import DefInfo, StructInfo
 from .program import Program
-from .terms import (FLOAT, NAT, App, Arr, Eq, FLit, InitV, Lit, Meta, Opaque, Pair, Proj, Rel, SLit,
-                    StructV, TensorV, Term, instantiate, is_closed, show, subst, unify)
+from .terms import (FLOAT, NAT, App, Arr, Eq, FLit, InitV, Lit, Meta, NatOp, Opaque, Pair, Proj,
+                    Rel, SLit, StructV, TensorV, Term, instantiate, is_closed, show, subst, unify)
 
 
 class GraphBuilder:
@@ -158,7 +158,7 @@ def _instantiate(prog: Program, el: Elaborator, info: DefInfo, values: dict[str,
             except Fail:
                 raise ConfigError(f"these values violate the hypothesis '{p.name} : "
                                   f"{show(instantiate(subst(p.type, {}), el.mctx))}' of model "
-                                  f"'{info.name}': {show(el.whnf(pty))} is false") from None
+                                  f"'{info.name}': {_violation(el, p.type, m)}") from None
             term = Opaque("proof")
         elif isinstance(pty, App) and pty.head in TENSOR_FAMILIES:
             shape, dtype = closed_tensor_type(el, pty, info.pos, f"input '{p.name}'")
@@ -196,6 +196,25 @@ def _instantiate(prog: Program, el: Elaborator, info: DefInfo, values: dict[str,
             raise ConfigError(f"input and parameter names clash: '{n}'; rename one of them")
         names_seen.add(n)
     return Graph(info.name, b.inputs, b.params, b.nodes, outputs, config_out, str(info.pos.file))
+
+
+def _violation(el: Elaborator, prop: Term, m: dict[int, Term]) -> str:
+    """`4 % 3 = 0 is false (NanoChatConfig.n_head c = 4, c.n_kv_head = 3)`: the proposition
+    with each of its quantities evaluated, and what each quantity was."""
+    shown: dict[str, str] = {}
+
+    def leaves(t: Term) -> Term:
+        if isinstance(t, Eq):
+            return Eq(leaves(t.a), leaves(t.b))
+        if isinstance(t, (NatOp, Rel)):
+            return type(t)(t.op, leaves(t.a), leaves(t.b))
+        value = el.whnf(subst(t, m))
+        if not isinstance(t, Lit) and isinstance(value, Lit):
+            shown.setdefault(show(t), show(value))
+        return value
+
+    text = f"{show(leaves(prop))} is false"
+    return text + (f" ({', '.join(f'{k} = {v}' for k, v in shown.items())})" if shown else "")
 
 
 def _flatten(el: Elaborator, t: Term) -> list[Term]:
