@@ -118,7 +118,7 @@ class Engine:
             for k, v in sums.items():
                 record[split if k == "loss" else f"{split}_{k}"] = v / max(n, 1)
         self.module.train(was)
-        return distributed.mean_over_ranks(record)
+        return self.task.summarize_metrics(distributed.mean_over_ranks(record))
 
     # -- resume -------------------------------------------------------------------------------
     def _check_resume(self, state: dict[str, Any]) -> None:

@@ -47,6 +47,9 @@ class Forward:
 
     def __init__(self, module: Any, graph: Graph):
         self.module, self.names = module, [i.name for i in graph.inputs]
+        self.inputs = graph.inputs  # names, shapes and dtypes, for callers that make inputs
+        types = graph.types()
+        self.outputs = [types[o.ref] for o in graph.outputs]
 
     def __call__(self, batch: dict[str, Any]) -> tuple[Any, ...]:
         import torch
@@ -85,6 +88,7 @@ def make_factory(source: ModelSource, default_model: str, values: dict[str, Any]
             cache[key] = Forward(module.eval(), graph)
         return cache[key]
 
+    factory.declaration = source.declaration  # type: ignore[attr-defined]
     return factory
 
 
@@ -109,6 +113,7 @@ def _instantiator(source: ModelSource, default_model: str, values: dict[str, Any
         return source.graph(name, fill_dims(source.declaration(name), values, feeds, sizes,
                                             "sampler"))
 
+    instantiate.declaration = source.declaration  # type: ignore[attr-defined]
     return instantiate
 
 
