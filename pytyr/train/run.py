@@ -168,13 +168,13 @@ def _train(source: ModelSource, graph: Graph, model: str, cfg: Any, task: Any, s
     engine = Engine(module, task, cfg.train, [i.name for i in graph.inputs], out, accum=accum,
                     row_tokens=sizes.get("seq", 1), title=f"{graph.model} on {task.name}")
     history = engine.run(resume=resume, progress=progress)
+    weights = engine.weights()  # on every rank: a sharded model gathers its tensors
     if not main:
         return 0
     last = history["evals"][-1]
     print(f"step {last['step']}: " + ", ".join(f"{k} {v:.4f}" for k, v in last.items()
                                                if k != "step"))
     wrote = [out / "ckpt", out / "loss.png", out / "metrics.json"]
-    weights = {k: v.detach().cpu() for k, v in module.state_dict().items()}
     text = task.sample(make_factory(source, model, cfg.model, weights), sampling)
     if text is not None:
         atomic_write_text(out / "sample.txt", text)

@@ -66,6 +66,9 @@ class TrainConfig:
     checkpoint_interval: int = setting(500, gt=0)
     seed: int = setting(1337, ge=0, lt=2**63)
     device: Literal["cpu", "cuda", "auto"] = setting("auto", doc="auto: cuda where available")
+    data_parallel: Literal["ddp", "fsdp"] = setting(
+        "ddp", doc="under torchrun: ddp replicates the model; fsdp (FSDP2) shards parameters, "
+        "gradients and optimizer state over the processes")
     precision: Literal["float32", "bfloat16", "float16"] = setting(
         "float32", doc="autocast dtype of the forward pass")
 
