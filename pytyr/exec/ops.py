@@ -124,15 +124,26 @@ def _rotary(cx: Lower, args, attrs, types, out) -> fx.Node:
     return _rotate_half(cx, x, types[0].shape[-1] // 2, tables)
 
 
+_ROTARY_AT_TABLES: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+_ROTARY_AT_LIMIT = 4096  # entries; decoding asks for one position at a time, many times
+
+
 def rotary_tables_at(x: torch.Tensor, pos: torch.Tensor, base: float
                      ) -> tuple[torch.Tensor, torch.Tensor]:
     """cos θ and sin θ, [t, k] each, for the positions `pos` (i64 [t]) of `x`: [b, h, t, 2k];
     computed as `rotary_tables` does (float64, then `x`'s dtype), so equal positions give
-    equal tables. Not cached: the positions change with every decoding step."""
+    equal tables. Cached per positions (every layer of a decoding step asks for the same)."""
     k = x.shape[-1] // 2
-    freq = base ** (-torch.arange(k, dtype=torch.float64, device=pos.device) / k)
-    theta = pos.to(torch.float64)[:, None] * freq[None, :]
-    return theta.cos().to(x.dtype), theta.sin().to(x.dtype)
+    key = (tuple(pos.tolist()), k, base, x.dtype, x.device)
+    tables = _ROTARY_AT_TABLES.get(key)
+    if tables is None:
+        freq = base ** (-torch.arange(k, dtype=torch.float64) / k)
+        theta = pos.cpu().to(torch.float64)[:, None] * freq[None, :]
+        tables = (theta.cos().to(x.device, x.dtype), theta.sin().to(x.device, x.dtype))
+        if len(_ROTARY_AT_TABLES) >= _ROTARY_AT_LIMIT:
+            _ROTARY_AT_TABLES.clear()
+        _ROTARY_AT_TABLES[key] = tables
+    return tables
 
 
 def _rotate_half(cx: Lower, x: fx.Node, k: int, tables: fx.Node) -> fx.Node:
