@@ -131,6 +131,17 @@ def bench_decode(*, max_new: int, rounds: int = 2) -> dict[str, Any]:
             "same_tokens": tokens["cached"] == tokens["uncached"]}
 
 
+def flops_per_token(c: dict[str, Any], t: int) -> float:
+    """Training FLOPs per token (forward + backward) of the nanochat model of config table
+    `c` at context `t`, as nanochat's `estimate_flops` counts them: 6 per matrix parameter
+    the tokens flow through (the embedding is a lookup), plus 12 · layers · width · t for the
+    attention scores and their weighting."""
+    cfg = Config.from_lean(c)
+    w, kv = cfg.width, cfg.n_kv_head * cfg.head_dim
+    matrices = cfg.depth * (2 * w * w + 2 * kv * w + 8 * w * w) + cfg.vocab * w
+    return 6.0 * matrices + 12.0 * cfg.depth * w * t
+
+
 def run(*, quick: bool = False) -> dict[str, Any]:
     steps, warmup = (10, 3) if quick else (40, 5)
     return {"benchmark": "nanochat", "goal_ratio": GOAL_RATIO, "torch": torch.__version__,

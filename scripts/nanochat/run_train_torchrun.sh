@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # Train the nanochat model of examples/nanochat/NanoChat.lean data parallel under torchrun,
-# from a fresh clone: the virtualenv (make venv), the News Articles corpus as parquet
-# (tyr data news), a byte-level BPE (tyr tokenizer train, on the train documents only),
-# BOS-aligned token shards with a val split (tyr data prepare), then `tyr train` with Muon.
-# Data is built once, under data/nanochat/ (data/nanochat-debug/ with --debug).
+# from a fresh clone: the virtualenv (make venv), the data once (prepare_data.sh: the News
+# Articles corpus, a byte-level BPE, BOS-aligned token shards with a val split, under
+# data/nanochat/ or data/nanochat-debug/), then `tyr train` with Muon.
 #
-#   scripts/nanochat/run_train_torchrun.sh [--debug] [-- extra tyr train args]
+#   scripts/nanochat/run_train_torchrun.sh [--debug | --config FILE] [-- tyr train args]
 #   scripts/nanochat/run_train_torchrun.sh --debug                 the tiny CPU check
 #   NPROC_PER_NODE=1 scripts/nanochat/run_train_torchrun.sh -- --set train.max_iters=50
 #   scripts/nanochat/run_train_torchrun.sh -- --resume
@@ -14,16 +13,18 @@
 # TORCHRUN_BIN    the launcher (default: torchrun on PATH, the repository's .venv/bin first)
 # OUT             run directory (default runs/nanochat[-debug]-torchrun-N)
 # --debug         examples/nanochat/debug.json: 600 documents, vocab 1024, depth 2, 40 steps
+# --config FILE   another run config on the full data (default examples/nanochat/config.json)
 set -euo pipefail
 
 usage() { sed -n '2,17s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 die() { echo "run_train_torchrun.sh: $*" >&2; exit 2; }
 
-debug=0
+debug=0 config=examples/nanochat/config.json
 while [[ $# -gt 0 ]]; do
   case $1 in
     -h | --help) usage; exit 0 ;;
     --debug) debug=1; shift ;;
+    --config) [[ $# -ge 2 ]] || die "--config needs a file"; config=$2; shift 2 ;;
     --) shift; break ;;
     *) die "unknown argument '$1' (extra tyr train arguments go after '--')" ;;
   esac
@@ -40,22 +41,15 @@ torchrun_bin=${TORCHRUN_BIN:-$(command -v torchrun || true)}
 [[ -n $torchrun_bin && -x $torchrun_bin ]] || die "no torchrun: set TORCHRUN_BIN"
 
 if ((debug)); then
-  config=examples/nanochat/debug.json data=data/nanochat-debug name=nanochat-debug
-  news=(--limit 600 --val-docs 40) vocab=1024 val_tokens=8192
+  config=examples/nanochat/debug.json name=nanochat-debug
+  scripts/nanochat/prepare_data.sh --debug
 else
-  config=examples/nanochat/config.json data=data/nanochat name=nanochat
-  news=(--val-docs 200) vocab=4096 val_tokens=131072
+  [[ -f $config ]] || die "no config file '$config'"
+  name=$(basename "$config" .json)
+  [[ $name == config ]] && name=nanochat || name=nanochat-$name
+  scripts/nanochat/prepare_data.sh
 fi
 out=${OUT:-runs/$name-torchrun-$nproc}
-
-if [[ ! -f $data/shards/meta.json ]]; then
-  tyr data news --out "$data/parquet" "${news[@]}"
-  tyr tokenizer train "$data"/parquet/news_1_train_*.parquet --vocab-size "$vocab" \
-    --out "$data/tokenizer.json"
-  # the val documents come first (file names in order): the first val_tokens are held out
-  tyr data prepare "$data/parquet" --tokenizer "$data/tokenizer.json" --out "$data/shards" \
-    --val-tokens "$val_tokens" --no-progress
-fi
 
 exec "$torchrun_bin" --standalone --nproc_per_node="$nproc" -m pytyr.cli train \
   examples/nanochat/NanoChat.lean --model nanochat --config "$config" --set "out=$out" "$@"
