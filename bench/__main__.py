@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import ROOT, checker, data, executor, gpt, safetensors_load
+from bench import ROOT, checker, data, executor, gpt, nanochat, safetensors_load
 
 BENCHMARKS = {"checker": checker, "data": data, "executor": executor, "gpt": gpt,
-              "safetensors": safetensors_load}
+              "nanochat": nanochat, "safetensors": safetensors_load}
 # benchmarks whose run() also times the torch.compile path when asked (--compile)
 COMPILABLE = {"gpt"}
 

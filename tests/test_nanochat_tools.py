@@ -14,6 +14,7 @@ if str(ROOT) not in sys.path:  # `bench` is a top-level package of the repositor
     sys.path.insert(0, str(ROOT))
 
 from bench import scaling  # noqa: E402
+from bench import nanochat  # noqa: E402
 from bench.nanochat import flops_per_token  # noqa: E402
 
 SCRIPTS = ROOT / "scripts" / "nanochat"
@@ -81,3 +82,12 @@ def test_flops_per_token_counts_the_matrices_and_attention():
     w, kv = 64, 32  # 2 heads of 32, 1 key/value head
     per_layer = w * w * 2 + kv * w * 2 + 8 * w * w  # q, proj; k, v; the 4x MLP
     assert flops_per_token(c, 16) == 6 * (2 * per_layer + 100 * w) + 12 * 2 * w * 16
+
+
+def test_the_benchmark_compares_the_same_math():
+    r = nanochat.bench_train(steps=1, warmup=0, b=1)
+    assert r["max_loss_diff"] == 0.0 and r["max_param_diff"] == 0.0  # bit-identical sides
+    d = nanochat.bench_decode(max_new=2, rounds=1)
+    assert d["same_tokens"] and d["tokens_per_s"]["cached"] > 0
+    rows = nanochat.rows({"goal_ratio": 0.97, "train": r, "decode": d})
+    assert all(len(row) == 4 for row in rows)
