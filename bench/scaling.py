@@ -36,6 +36,7 @@ def run_size(n: int, steps: int, config: str, out: Path, torchrun: str, threads:
     cmd = [torchrun, "--standalone", f"--nproc_per_node={n}", "-m", "pytyr.cli", "train", LEAN,
            "--model", "nanochat", "--config", config, "-q", "--set", f"out={out}",
            "--set", f"train.max_iters={steps}", "--set", f"train.eval_interval={steps}",
+           "--set", "train.schedule=constant", "--set", "train.lr_decay_iters=1000000",
            "--set", "train.eval_iters=1", "--set", f"train.checkpoint_interval={steps}",
            "--set", "sample.max_new_tokens=0"]
     res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
