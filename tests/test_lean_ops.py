@@ -183,8 +183,10 @@ CASES = [
      "def f (s : T #[4, 1, 2, 64, 16]) : T #[4, 1, 2, 64] := stackHead s (by decide)",
      ["stackHead", "T #[1, 2, 64, 16]", "T #[4, 1, 2, 64]"]),
     ("stackPush",
-     "def f (s : T #[4, 1, 2, 8, 16]) (x : T #[1, 2, 8, 16]) : T #[4, 1, 2, 8, 16] := stackPush s x",
-     "def f (s : T #[4, 1, 2, 8, 16]) (x : T #[1, 2, 9, 16]) : T #[4, 1, 2, 8, 16] := stackPush s x",
+     "def f (s : T #[4, 1, 2, 8, 16]) (x : T #[1, 2, 8, 16]) : T #[4, 1, 2, 8, 16] := "
+     "stackPush s x",
+     "def f (s : T #[4, 1, 2, 8, 16]) (x : T #[1, 2, 9, 16]) : T #[4, 1, 2, 8, 16] := "
+     "stackPush s x",
      ["argument 'x' of 'stackPush'", "T #[1, 2, 9, 16]", "T #[1, 2, 8, 16]"]),
 ]
 

@@ -30,7 +30,8 @@ WORDS = ("the of and to a in that is was he for it with as his on be at by had n
          "other new some could time these two may then do first any my now such like our over "
          "man me even most made after also did many before must through back years where much "
          "your way well down should because each just those people mr how too little state "
-         "good very make world still own see men work long get here between both life being").split()
+         "good very make world still own see men work long get here between both life "
+         "being").split()
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ then does nothing, so single-process code paths stay exactly as they were.
 `TYR_DIST_BACKEND` variable overrides). `wrap()` puts a module (a `TyrModule`) in
 `DistributedDataParallel`, whose backward averages the gradients over the ranks; `shard()`
 is the alternative for models that do not fit one device (FSDP2, `train.data_parallel=fsdp`),
-with `full_state_dict` / `StateView` / `reshard_optimizer_state` keeping checkpoints whole. Each rank
+with `full_state_dict`, `StateView` and `reshard_optimizer_state` keeping checkpoints whole. Each rank
 feeds its own slice of the global batch (`RandomBatches(..., rank=, world=)`), so a step of W
 ranks with batch b follows the gradient of the mean loss over one global batch of W*b windows,
 the same step a single process with batch W*b takes. Only rank 0 writes files (`is_main()`).

@@ -105,8 +105,8 @@ class TrainConfig:
 
     # Fields that decide the trajectory: a resumed run must have the same values.
     TRAJECTORY = ("batch", "micro_batch", "optimizer", "lr", "min_lr", "warmup_iters",
-                  "lr_decay_iters", "schedule", "warmdown_iters", "weight_decay", "beta1", "beta2", "eps",
-                  "grad_clip", "muon", "eval_iters", "seed", "precision")
+                  "lr_decay_iters", "schedule", "warmdown_iters", "weight_decay", "beta1",
+                  "beta2", "eps", "grad_clip", "muon", "eval_iters", "seed", "precision")
 
 
 @dataclasses.dataclass(frozen=True)

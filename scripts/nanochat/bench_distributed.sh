@@ -23,14 +23,21 @@ cd "$root"
 make --no-print-directory venv >/dev/null
 export PATH="$root/.venv/bin:$PATH"
 torchrun_bin=${TORCHRUN_BIN:-$(command -v torchrun || true)}
-[[ -n $torchrun_bin && -x $torchrun_bin ]] || { echo "bench_distributed.sh: no torchrun: set TORCHRUN_BIN" >&2; exit 2; }
+if [[ -z $torchrun_bin || ! -x $torchrun_bin ]]; then
+  echo "bench_distributed.sh: no torchrun: set TORCHRUN_BIN" >&2
+  exit 2
+fi
 
 if [[ -z ${SIZES:-} ]]; then
   SIZES=1
   for ((n = 2; n <= $(nproc); n *= 2)); do SIZES+=" $n"; done
 fi
 config=${CONFIG:-examples/nanochat/config.json}
-if [[ $config == *debug* ]]; then scripts/nanochat/prepare_data.sh --debug; else scripts/nanochat/prepare_data.sh; fi
+if [[ $config == *debug* ]]; then
+  scripts/nanochat/prepare_data.sh --debug
+else
+  scripts/nanochat/prepare_data.sh
+fi
 
 # shellcheck disable=SC2086  # SIZES is a list
 exec python -m bench.scaling --sizes $SIZES --steps "${STEPS:-20}" --repeats "${REPEATS:-2}" \

@@ -16,11 +16,14 @@ case ${1:-} in
   -h | --help) sed -n '2,12s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
   --) shift ;;
   "") ;;
-  *) echo "gpu_run.sh: unknown argument '$1' (extra tyr train arguments go after '--')" >&2; exit 2 ;;
+  *) echo "gpu_run.sh: unknown argument '$1' (tyr train arguments go after '--')" >&2; exit 2 ;;
 esac
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
-command -v nvidia-smi >/dev/null || { echo "gpu_run.sh: no nvidia-smi: this needs NVIDIA GPUs" >&2; exit 2; }
+if ! command -v nvidia-smi >/dev/null; then
+  echo "gpu_run.sh: no nvidia-smi: this needs NVIDIA GPUs" >&2
+  exit 2
+fi
 gpus=$(nvidia-smi -L | grep -c '^GPU ')
 nproc=${NPROC_PER_NODE:-$gpus}
 out=${OUT:-runs/nanochat-gpu}
