@@ -176,6 +176,8 @@ def shard(module: nn.Module) -> nn.Module:
 
 
 def is_sharded(module: nn.Module) -> bool:
+    if not torch.distributed.is_available():
+        return False
     from torch.distributed.fsdp import FSDPModule
 
     return isinstance(module, FSDPModule)
