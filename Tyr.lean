@@ -4,6 +4,7 @@ import Tyr.Ops
 import Tyr.NN
 import Tyr.Shape
 import Tyr.DiT
+import Tyr.Decode
 
 /-!
 # Tyr — shape-typed tensors and models in Lean 4

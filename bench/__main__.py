@@ -13,10 +13,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import ROOT, checker, data, diffusion, executor, flux, gpt, kernels, safetensors_load
+from bench import (ROOT, checker, data, diffusion, executor, flux, gpt, kernels, nanochat,
+                   safetensors_load)
 
 BENCHMARKS = {"checker": checker, "data": data, "diffusion": diffusion, "executor": executor,
-              "flux": flux, "gpt": gpt, "kernels": kernels, "safetensors": safetensors_load}
+              "flux": flux, "gpt": gpt, "kernels": kernels, "nanochat": nanochat,
+              "safetensors": safetensors_load}
 # benchmarks whose run() also times the torch.compile path when asked (--compile)
 COMPILABLE = {"gpt"}
 

@@ -229,6 +229,25 @@ def test_lr_schedule_is_nanogpts():
     assert lr_multiplier(50, linear) == pytest.approx(0.5)
 
 
+def test_warmdown_holds_the_peak_then_decays_linearly():
+    # nanochat: warmup, constant, then a linear warmdown over the last steps to 0.05 × lr
+    cfg = load_dataclass(TrainConfig, {"lr": 1.0, "min_lr": 0.05, "warmup_iters": 4,
+                                       "max_iters": 100, "schedule": "linear",
+                                       "warmdown_iters": 40}, "c")
+    assert lr_multiplier(3, cfg) == pytest.approx(4 / 5)
+    assert [lr_multiplier(s, cfg) for s in (4, 30, 60)] == [1.0, 1.0, 1.0]
+    assert lr_multiplier(80, cfg) == pytest.approx(0.05 + 0.5 * 0.95)
+    assert lr_multiplier(100, cfg) == pytest.approx(0.05)
+    mults = [lr_multiplier(s, cfg) for s in range(60, 101)]
+    assert all(a > b for a, b in zip(mults, mults[1:]))
+    with pytest.raises(ConfigError, match="'train.warmup_iters' 4 \\+ 'train.warmdown_iters' "
+                                          "97 exceed the decay's end 100"):
+        load_dataclass(TrainConfig, {"warmup_iters": 4, "max_iters": 100,
+                                     "warmdown_iters": 97}, "c")
+    with pytest.raises(ConfigError, match="'warmdown_iters' must be > 0"):
+        load_dataclass(TrainConfig, {"warmdown_iters": 0}, "c")
+
+
 def test_step_rng_slices_one_global_draw():
     whole = StepRNG(7, 3).rand(4, 2)
     halves = [StepRNG(7, 3, rank=r, world=2).rand(2, 2) for r in (0, 1)]

@@ -40,11 +40,12 @@ def _rms(x, eps):
     return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps)
 
 
-def _rotary(x, base):
+def _rotary(x, base, positions=None):
     # hand-written rotate-half: pair (x[..., i], x[..., k + i]) at position p is turned by
     # -p·base^(-i/k): y_i = x_i cos + x_{k+i} sin, y_{k+i} = x_{k+i} cos - x_i sin
     t, k = x.shape[-2], x.shape[-1] // 2
-    angle = [[p * base ** (-i / k) for i in range(k)] for p in range(t)]
+    positions = range(t) if positions is None else [int(p) for p in positions]
+    angle = [[p * base ** (-i / k) for i in range(k)] for p in positions]
     cos = torch.tensor([[math.cos(a) for a in row] for row in angle])
     sin = torch.tensor([[math.sin(a) for a in row] for row in angle])
     first = [x[..., i] * cos[:, i] + x[..., k + i] * sin[:, i] for i in range(k)]
@@ -65,6 +66,20 @@ def _weighted_ce(z, t, w):
     flat, tf = z.reshape(-1, z.shape[-1]), t.reshape(-1)
     picked = flat[torch.arange(flat.shape[0]), tf]
     return ((torch.logsumexp(flat, dim=-1) - picked) * w.reshape(-1)).sum() / flat.shape[0]
+
+
+def _attend_gqa(q, k, v, visible):
+    # softmax(q kᵀ / √d) v over the keys `visible[i, j]`; kv head j // r serves query head j
+    r = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(r, dim=1), v.repeat_interleave(r, dim=1)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return torch.softmax(scores.masked_fill(~visible, float("-inf")), dim=-1) @ v
+
+
+def _cache_write(cache, x, pos):
+    rows = [x[:, :, list(pos).index(j)] if j in pos.tolist() else cache[:, :, j]
+            for j in range(cache.shape[2])]
+    return torch.stack(rows, dim=2)
 
 
 # op: (inputs as (shape, dtype), attrs, output shape, reference written without the op)
@@ -126,12 +141,27 @@ CASES = {
     "rms_norm3": ([([2, 3, 6], "f32")], {"eps": 1e-6}, [2, 3, 6], lambda x: _rms(x, 1e-6)),
     "rms_norm4": ([([2, 2, 3, 4], "f32")], {"eps": 1e-2}, [2, 2, 3, 4], lambda x: _rms(x, 1e-2)),
     "rotary": ([([2, 2, 5, 6], "f32")], {"base": 100.0}, [2, 2, 5, 6], lambda x: _rotary(x, 100.0)),
+    "gqa_attention": ([([1, 4, 3, 2], "f32")] + [([1, 2, 3, 2], "f32")] * 2, {}, [1, 4, 3, 2],
+                      lambda q, k, v: _attend_gqa(q, k, v, torch.ones(3, 3, dtype=torch.bool).tril())),
+    "rotary_at": ([([2, 2, 3, 6], "f32"), ([3], "i64")], {"base": 100.0}, [2, 2, 3, 6],
+                  lambda x, pos: _rotary(x, 100.0, pos)),
+    "cache_write": ([([1, 2, 4, 3], "f32"), ([1, 2, 2, 3], "f32"), ([2], "i64")], {},
+                    [1, 2, 4, 3], _cache_write),
+    "cached_attention": ([([1, 4, 2, 3], "f32")] + [([1, 2, 5, 3], "f32")] * 2 + [([2], "i64")],
+                         {}, [1, 4, 2, 3], lambda q, k, v, pos: _attend_gqa(
+                             q, k, v, torch.arange(5)[None, :] <= pos[:, None])),
+    "stack_head": ([([3, 1, 2, 4, 2], "f32")], {}, [1, 2, 4, 2], lambda s: s[0]),
+    "stack_push": ([([3, 1, 2, 2, 2], "f32"), ([1, 2, 2, 2], "f32")], {}, [3, 1, 2, 2, 2],
+                   lambda s, x: torch.stack([s[1], s[2], x])),
 }
 # Implicit arguments the validator cannot invert from closed shapes (`h * d`, `3 * d`).
 IMPLICIT = {"split_heads": {"b": 2, "t": 3, "h": 2, "d": 3}, "merge_heads": {"b": 2, "h": 2, "t": 3, "d": 3},
-            "third": {"b": 2, "t": 3, "d": 2}, "rotary": {"b": 2, "h": 2, "t": 5, "k": 3}}
+            "third": {"b": 2, "t": 3, "d": 2}, "rotary": {"b": 2, "h": 2, "t": 5, "k": 3},
+            "rotary_at": {"b": 2, "h": 2, "t": 3, "k": 3}}
 CASES.update(ORACLES)  # Tyr/Shape.lean, Tyr/DiT.lean
 IMPLICIT.update(ORACLE_IMPLICIT)
+# Integer inputs with a meaning beyond their range: cache positions must be distinct.
+INTS = {"cache_write": [3, 1], "cached_attention": [1, 4]}
 
 
 def test_cases_cover_the_op_table():
@@ -150,7 +180,8 @@ def test_op_forward_and_backward(op, signatures):
     args = []
     for shape, dtype in specs:
         if dtype == "i64":
-            args.append(torch.randint(0, 4, shape, generator=gen))
+            fixed = INTS.get(op)
+            args.append(torch.tensor(fixed) if fixed else torch.randint(0, 4, shape, generator=gen))
         else:
             args.append((torch.randn(shape, generator=gen) * 0.7).requires_grad_())
     (out,) = module(*args)

@@ -173,6 +173,38 @@ CASES = [
      "def f (k : Nat) (x : T #[2, 4, 8, 2 * k]) : T #[2, 4, 8, 2 * k] := rotary x (base := 500.0)",
      "def f (k : Nat) (x : T #[2, 4, 8, k]) : T #[2, 4, 8, k] := rotary x",
      ["argument 'x' of 'rotary'", "T #[2, 4, 8, k]", "T #[?b, ?h, ?t, 2 * ?k]"]),
+    ("gqaAttention",
+     "def f (q : T #[2, 4, 8, 16]) (k v : T #[2, 2, 8, 16]) : T #[2, 4, 8, 16] := "
+     "gqaAttention q k v (by decide)",
+     "def f (q : T #[2, 4, 8, 16]) (k v : T #[2, 2, 9, 16]) : T #[2, 4, 8, 16] := "
+     "gqaAttention q k v (by decide)",
+     ["argument 'k' of 'gqaAttention'", "T #[2, 2, 9, 16]", "T #[2, ?g, 8, 16]"]),
+    ("rotaryAt",
+     "def f (x : T #[2, 4, 8, 16]) (p : IT #[8]) : T #[2, 4, 8, 16] := rotaryAt (k := 8) x p",
+     "def f (x : T #[2, 4, 8, 16]) (p : IT #[3]) : T #[2, 4, 8, 16] := rotaryAt (k := 8) x p",
+     ["argument 'pos' of 'rotaryAt'", "IT #[3]", "IT #[8]"]),
+    ("cacheWrite",
+     "def f (c : T #[1, 2, 64, 16]) (x : T #[1, 2, 3, 16]) (p : IT #[3]) : T #[1, 2, 64, 16] := "
+     "cacheWrite c x p",
+     "def f (c : T #[1, 2, 64, 16]) (x : T #[1, 4, 3, 16]) (p : IT #[3]) : T #[1, 2, 64, 16] := "
+     "cacheWrite c x p",
+     ["argument 'x' of 'cacheWrite'", "T #[1, 4, 3, 16]", "T #[1, 2, ?t, 16]"]),
+    ("cachedAttention",
+     "def f (q : T #[1, 4, 3, 16]) (k v : T #[1, 2, 64, 16]) (p : IT #[3]) : T #[1, 4, 3, 16] := "
+     "cachedAttention q k v p (by decide)",
+     "def f (q : T #[1, 4, 3, 16]) (k v : T #[1, 2, 64, 16]) (p : IT #[1]) : T #[1, 4, 3, 16] := "
+     "cachedAttention q k v p (by decide)",
+     ["argument 'pos' of 'cachedAttention'", "IT #[1]", "IT #[3]"]),
+    ("stackHead",
+     "def f (s : T #[4, 1, 2, 64, 16]) : T #[1, 2, 64, 16] := stackHead s (by decide)",
+     "def f (s : T #[4, 1, 2, 64, 16]) : T #[4, 1, 2, 64] := stackHead s (by decide)",
+     ["argument 's' of 'stackHead'", "T #[4, 1, 2, 64, 16]", "T #[?l, 4, 1, 2, 64]"]),
+    ("stackPush",
+     "def f (s : T #[4, 1, 2, 8, 16]) (x : T #[1, 2, 8, 16]) : T #[4, 1, 2, 8, 16] := "
+     "stackPush s x",
+     "def f (s : T #[4, 1, 2, 8, 16]) (x : T #[1, 2, 9, 16]) : T #[4, 1, 2, 8, 16] := "
+     "stackPush s x",
+     ["argument 'x' of 'stackPush'", "T #[1, 2, 9, 16]", "T #[1, 2, 8, 16]"]),
 ]
 CASES += SHAPE_CASES + DIT_CASES  # Tyr/Shape.lean, Tyr/DiT.lean
 
@@ -203,7 +235,7 @@ def test_every_op_of_the_library_has_a_case():
     ("def f (x : T #[2, 4, 8, 16]) : T #[2, 4, 8, 16] := rotary (k := 8) x", True),
     ("def f (x : T #[2, 4, 8, 16]) : T #[2, 4, 8, 16] := rotary x", False),
     # the nanochat pattern: split heads of width `2 * k`, rotate, merge
-    ("def f (h k : Nat) (x : T #[2, 8, h * (2 * k)]) : T #[2, 8, h * (2 * k)] :=\n"
+    ("def f (h k : Nat) (x : T #[2, 8, h * (2 * k)]) : T #[2, 8, h * (2 * k)] := "
      "  mergeHeads (rotary (rmsNorm4 (splitHeads x)))", True),
 ])
 def test_rotary_evenness_is_in_the_type(tmp_path, src, ok):

@@ -187,6 +187,30 @@ def load_tokenizer(path: str | os.PathLike[str], bos: str | None = BOS) -> Token
     return BPETokenizer(tok, bos, source=str(path))
 
 
+def token_byte_lengths(tokenizer: Tokenizer) -> np.ndarray:
+    """int64 [vocab_size]: the UTF-8 bytes each token stands for, 0 for special tokens
+    (nanochat's `token_bytes`, the denominator of bits per byte). A byte-level BPE token is
+    a string over the 256-character byte alphabet, one character per byte; other tokens are
+    measured by decoding them alone."""
+    special = set(tokenizer.special_tokens.values())
+    out = np.zeros(tokenizer.vocab_size, dtype=np.int64)
+    if isinstance(tokenizer, CharTokenizer):
+        for i, ch in enumerate(tokenizer.itos):
+            out[i] = 0 if i in special else len(ch.encode("utf-8"))
+        return out
+    from tokenizers import pre_tokenizers
+
+    alphabet = set(pre_tokenizers.ByteLevel.alphabet())
+    hf = tokenizer.tokenizer
+    for i in range(tokenizer.vocab_size):
+        if i in special:
+            continue
+        piece = hf.id_to_token(i) or ""
+        out[i] = (len(piece) if set(piece) <= alphabet
+                  else len(hf.decode([i], skip_special_tokens=False).encode("utf-8")))
+    return out
+
+
 def encode_documents(tokenizer: Tokenizer, texts: Sequence[str], *, bos: bool = True,
                      dtype: Any = np.uint16) -> np.ndarray:
     """The documents as one token array [sum of lengths (+1 BOS each)], BOS first per document.

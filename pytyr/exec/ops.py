@@ -6,7 +6,9 @@ context (the fx graph and its `training` flag input), the fx values of its input
 attrs, its input types and its output type, and returns the fx value of the result. The
 emitted targets are the torch functions themselves, so the generated `forward` is
 straight-line torch code with nothing interpreted per step (`rotary` also calls
-`rotary_tables`, which returns its cos/sin constants from a cache).
+`rotary_tables`, which returns its cos/sin constants from a cache; `rotary_at` and
+`cached_attention` compute theirs from the positions input with `rotary_tables_at` and
+`cache_mask`).
 """
 from __future__ import annotations
 
@@ -118,11 +120,36 @@ def rotary_tables(x: torch.Tensor, base: float) -> tuple[torch.Tensor, torch.Ten
 
 
 def _rotary(cx: Lower, args, attrs, types, out) -> fx.Node:
-    # x: [b, h, t, 2k] -> cat(x1 cos + x2 sin, x2 cos - x1 sin): [b, h, t, 2k], with
-    # x1 = x[..., :k], x2 = x[..., k:] ("rotate half") and cos, sin: [t, k] broadcast
+    # x: [b, h, t, 2k] -> rotate-half with cos, sin: [t, k] of positions 0 … t-1 broadcast
     x = args[0]
-    k = types[0].shape[-1] // 2
     tables = cx.g.call_function(rotary_tables, (x, float(attrs["base"])))
+    return _rotate_half(cx, x, types[0].shape[-1] // 2, tables)
+
+
+_ROTARY_AT_TABLES: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+_ROTARY_AT_LIMIT = 4096  # entries; decoding asks for one position at a time, many times
+
+
+def rotary_tables_at(x: torch.Tensor, pos: torch.Tensor, base: float
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos θ and sin θ, [t, k] each, for the positions `pos` (i64 [t]) of `x`: [b, h, t, 2k];
+    computed as `rotary_tables` does (float64, then `x`'s dtype), so equal positions give
+    equal tables. Cached per positions (every layer of a decoding step asks for the same)."""
+    k = x.shape[-1] // 2
+    key = (tuple(pos.tolist()), k, base, x.dtype, x.device)
+    tables = _ROTARY_AT_TABLES.get(key)
+    if tables is None:
+        freq = base ** (-torch.arange(k, dtype=torch.float64) / k)
+        theta = pos.cpu().to(torch.float64)[:, None] * freq[None, :]
+        tables = (theta.cos().to(x.device, x.dtype), theta.sin().to(x.device, x.dtype))
+        if len(_ROTARY_AT_TABLES) >= _ROTARY_AT_LIMIT:
+            _ROTARY_AT_TABLES.clear()
+        _ROTARY_AT_TABLES[key] = tables
+    return tables
+
+
+def _rotate_half(cx: Lower, x: fx.Node, k: int, tables: fx.Node) -> fx.Node:
+    # cat(x1 cos + x2 sin, x2 cos - x1 sin) with x1 = x[..., :k], x2 = x[..., k:]
     cos = cx.g.call_function(operator.getitem, (tables, 0))
     sin = cx.g.call_function(operator.getitem, (tables, 1))
     halves = cx.g.call_function(torch.split, (x, k, -1))
@@ -132,6 +159,45 @@ def _rotary(cx: Lower, args, attrs, types, out) -> fx.Node:
     y1 = cx.g.call_function(add, (cx.g.call_function(mul, (x1, cos)), cx.g.call_function(mul, (x2, sin))))
     y2 = cx.g.call_function(sub, (cx.g.call_function(mul, (x2, cos)), cx.g.call_function(mul, (x1, sin))))
     return cx.g.call_function(torch.cat, ([y1, y2], -1))
+
+
+def _rotary_at(cx: Lower, args, attrs, types, out) -> fx.Node:
+    # x: [b, h, t, 2k], pos: i64[t] -> rotate-half with the angles of positions pos: [b, h, t, 2k]
+    x, pos = args
+    tables = cx.g.call_function(rotary_tables_at, (x, pos, float(attrs["base"])))
+    return _rotate_half(cx, x, types[0].shape[-1] // 2, tables)
+
+
+def _gqa_attention(cx: Lower, args, attrs, types, out) -> fx.Node:
+    # q: [b, h, t, d], k, v: [b, g, t, d] -> causal attention, head i reads kv head i // (h/g)
+    return cx.g.call_function(F.scaled_dot_product_attention, tuple(args),
+                              {"is_causal": True, "enable_gqa": True})
+
+
+def cache_mask(pos: torch.Tensor, n: int) -> torch.Tensor:
+    """bool [t, n]: query i (at position pos[i]) may see cache position j iff j <= pos[i]."""
+    return torch.arange(n, device=pos.device)[None, :] <= pos[:, None]
+
+
+def _cached_attention(cx: Lower, args, attrs, types, out) -> fx.Node:
+    # q: [b, h, t, d], k, v: [b, g, n, d], pos: i64[t] -> [b, h, t, d], masked to j <= pos[i]
+    q, k, v, pos = args
+    mask = cx.g.call_function(cache_mask, (pos, types[1].shape[2]))
+    return cx.g.call_function(F.scaled_dot_product_attention, (q, k, v),
+                              {"attn_mask": mask, "enable_gqa": True})
+
+
+def _cache_write(cx: Lower, args, attrs, types, out) -> fx.Node:
+    # cache: [b, g, n, d], x: [b, g, t, d], pos: i64[t] -> cache with rows pos := x (a copy)
+    cache, x, pos = args
+    return cx.g.call_function(torch.index_copy, (cache, 2, pos, x))
+
+
+def _stack_push(cx: Lower, args, attrs, types, out) -> fx.Node:
+    # s: [l, *r], x: [*r] -> cat(s[1:], x[None]): [l, *r]
+    s, x = args
+    rest = cx.g.call_function(torch.narrow, (s, 0, 1, types[0].shape[0] - 1))
+    return cx.g.call_function(torch.cat, ([rest, cx.g.call_method("unsqueeze", (x, 0))], 0))
 
 
 def _split_heads(cx: Lower, args, attrs, types, out) -> fx.Node:
@@ -251,4 +317,12 @@ OPS: dict[str, Lowering] = {
     # Tyr/Shape.lean and Tyr/DiT.lean (shape_ops.py, dit_ops.py)
     **SHAPE_OPS,
     **DIT_OPS,
+    # grouped-query attention; KV-cache decoding (Tyr/Decode.lean)
+    "gqa_attention": _gqa_attention,
+    "rotary_at": _rotary_at,
+    "cache_write": _cache_write,
+    "cached_attention": _cached_attention,
+    # s: [l, *r] -> s[0]: [*r] (a view);  stack_push: cat(s[1:], x[None])
+    "stack_head": _call(torch.select, 0, 0),
+    "stack_push": _stack_push,
 }

@@ -16,7 +16,8 @@ from . import syntax as S
 from .env import BUILTIN_TYPES, CtorInfo, DefInfo, IndInfo, StructInfo
 from .failure import Fail, short
 from .parser import SUBSET
-from .terms import (FLOAT, NAT, PROP, SHAPE, App, Call, CtorV, InitV, Opaque, Param, Pi, Proj,
+from .terms import (FLOAT, NAT, PAIR_FIELDS, PROP, SHAPE, App, Call, CtorV, InitV, Opaque, Param,
+                    Pi, Prod, Proj,
                     StructV, Term, Var, instantiate, occurs, subst)
 
 if TYPE_CHECKING:
@@ -89,6 +90,9 @@ class ApplyRules:
     def field(self: "TermElab", term: Term, ty: Term, fields: list[str], pos: Pos) -> tuple:
         for i, f in enumerate(fields):
             wty = self.whnf(ty)
+            if isinstance(wty, Prod) and f in PAIR_FIELDS:  # `Prod` is a structure in Lean
+                term, ty = self.whnf(Proj(term, f)), wty.a if f == "fst" else wty.b
+                continue
             sinfo = self.env.get(wty.head) if isinstance(wty, App) else None
             if isinstance(sinfo, StructInfo) and any(fi.name == f for fi in sinfo.fields):
                 term, ty = self.project(term, wty, sinfo, f)
@@ -244,6 +248,8 @@ class ApplyRules:
         if info.init is not None:
             byname = {p.name: v for p, v in zip(info.params, values)}
             return InitV(info.init.kind, tuple((k, byname[a]) for k, a in info.init.args))
+        if name in ("Prod.fst", "Prod.snd"):
+            return self.whnf(Proj(values[2], name.removeprefix("Prod.")))
         if info.op is not None or info.checkpoint is not None or info.tensor_level \
                 or name == "Vector.foldl":
             return Call(name, tuple(values), pos)

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .terms import (App, Arr, Block, Call, CtorV, Eq, FLit, FloatOp, Lam, Lit, Meta, MetaCtx,
-                    NatOp, Pair, Pi, Prod, Proj, Rel, StructV, Term, Var, instantiate,
-                    map_children, occurs, subst)
+from .terms import (PAIR_FIELDS, App, Arr, Block, Call, CtorV, Eq, FLit, FloatOp, Lam, Lit,
+                    Meta, MetaCtx, NatOp, Pair, Pi, Prod, Proj, Rel, StructV, Term, Var,
+                    instantiate, map_children, occurs, subst)
 
 
 class TooLarge(Exception):
@@ -120,6 +120,8 @@ class Normalizer:
                     return self(v)
             if isinstance(e, Arr) and t.field.startswith("["):
                 return self(e.items[int(t.field[1:-1])])
+            if isinstance(e, Pair) and t.field in PAIR_FIELDS:  # `Prod` is a structure in Lean
+                return self(e.a if t.field == "fst" else e.b)
             return t if e is t.e else Proj(e, t.field)
         if isinstance(t, Call) and isinstance(t.head, Lam) and len(t.args) == len(t.head.params):
             m = {p.uid: a for p, a in zip(t.head.params, t.args)}

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import Pos
 from .numerals import float_exp, float_log, float_of_nat, float_sqrt
-from .terms import FLOAT, NAT, TYPE, App, Arr, FLit, Lit, Param, Pi, Term, Var, subst
+from .terms import FLOAT, NAT, TYPE, App, Arr, FLit, Lit, Param, Pi, Prod, Term, Var, subst
 
 
 @dataclass
@@ -110,8 +110,14 @@ def builtin_defs() -> dict[str, DefInfo]:
              Param("n", -12, "implicit", NAT), Param("f", -13, "explicit", step),
              Param("b", -16, "explicit", b),
              Param("xs", -17, "explicit", App("Vector", (a, n))))
+    # Prod.fst {α β : Type} (p : α × β) : α, and Prod.snd: a fold's accumulator of pairs
+    pa, pb = Var("α", -20), Var("β", -21)
+    pair = (Param("α", -20, "implicit", TYPE), Param("β", -21, "implicit", TYPE),
+            Param("p", -22, "explicit", Prod(pa, pb)))
     return {
         "Vector.foldl": DefInfo("Vector.foldl", pos, "builtin", foldl, b),
+        "Prod.fst": DefInfo("Prod.fst", pos, "builtin", pair, pa),
+        "Prod.snd": DefInfo("Prod.snd", pos, "builtin", pair, pb),
         "Nat.toFloat": DefInfo("Nat.toFloat", pos, "builtin", (x,), FLOAT),
         "Float.sqrt": DefInfo("Float.sqrt", pos, "builtin", (y,), FLOAT),
         "Float.exp": DefInfo("Float.exp", pos, "builtin", (y,), FLOAT),

@@ -23,8 +23,8 @@ from .failure import Fail
 from .numerals import float_of_nat
 from .program import Program
 from .signatures import LeanSignatures
-from .terms import FLOAT, NAT, App, Arr, Eq, FLit, InitV, Lit, Opaque, Pair, Rel, StructV, \
-    TensorV, Term, show, subst
+from .terms import FLOAT, NAT, App, Arr, Eq, FLit, InitV, Lit, NatOp, Opaque, Pair, Rel, \
+    StructV, TensorV, Term, show, subst
 
 __all__ = ["LeanSignatures", "instantiate_model"]
 
@@ -76,8 +76,8 @@ def _instantiate(ev: Evaluator, info: DefInfo, values: dict[str, Any]) -> Graph:
                 decide(ev.norm, info.name, p, pty, info.pos)
             except Fail:
                 raise ConfigError(f"these values violate the hypothesis '{p.name} : "
-                                  f"{show(p.type)}' of model '{info.name}': {show(pty)} is "
-                                  f"false") from None
+                                  f"{show(p.type)}' of model '{info.name}': "
+                                  f"{_violation(ev, p.type, s)}") from None
             term = Opaque("proof")
         elif isinstance(pty, App) and pty.head in TENSOR_FAMILIES:
             tt = closed_tensor_type(pty, info.pos, f"input '{p.name}'")
@@ -118,6 +118,25 @@ def _instantiate(ev: Evaluator, info: DefInfo, values: dict[str, Any]) -> Graph:
         seen.add(n)
     return Graph(info.name, ev.inputs, ev.params, ev.nodes, outputs, config_out,
                  str(info.pos.file))
+
+
+def _violation(ev: Evaluator, prop: Term, s: dict[int, Term]) -> str:
+    """`4 % 3 = 0 is false (NanoChatConfig.n_head c = 4, c.n_kv_head = 3)`: the proposition
+    with each of its quantities evaluated, and what each quantity was."""
+    shown: dict[str, str] = {}
+
+    def leaves(t: Term) -> Term:
+        if isinstance(t, Eq):
+            return Eq(leaves(t.a), leaves(t.b))
+        if isinstance(t, (NatOp, Rel)):
+            return type(t)(t.op, leaves(t.a), leaves(t.b))
+        value = ev.norm(subst(t, s))
+        if not isinstance(t, Lit) and isinstance(value, Lit):
+            shown.setdefault(show(t), show(value))
+        return value
+
+    text = f"{show(leaves(prop))} is false"
+    return text + (f" ({', '.join(f'{k} = {v}' for k, v in shown.items())})" if shown else "")
 
 
 def _flatten(t: Term) -> list[Term]:

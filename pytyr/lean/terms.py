@@ -306,6 +306,9 @@ def occurs(t: Term, pred: Callable[[Term], bool]) -> bool:
     return found
 
 
+PAIR_FIELDS = ("fst", "snd")  # `p.fst`, `p.snd`, `Prod.fst p`: the projections of `α × β`
+
+
 def is_closed(t: Term) -> bool:
     return not occurs(t, lambda x: isinstance(x, (Var, Meta, Opaque)))
 

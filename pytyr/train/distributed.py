@@ -7,7 +7,9 @@ then does nothing, so single-process code paths stay exactly as they were.
 
 `init()` joins the process group (gloo on CPU, NCCL when CUDA is available; `backend=` or the
 `TYR_DIST_BACKEND` variable overrides). `wrap()` puts a module (a `TyrModule`) in
-`DistributedDataParallel`, whose backward averages the gradients over the ranks. Each rank
+`DistributedDataParallel`, whose backward averages the gradients over the ranks; `shard()`
+is the alternative for models that do not fit one device (FSDP2, `train.data_parallel=fsdp`),
+with `full_state_dict`, `StateView` and `reshard_optimizer_state` keeping checkpoints whole. Each rank
 feeds its own slice of the global batch (`RandomBatches(..., rank=, world=)`), so a step of W
 ranks with batch b follows the gradient of the mean loss over one global batch of W*b windows,
 the same step a single process with batch W*b takes. Only rank 0 writes files (`is_main()`).
@@ -157,6 +159,71 @@ def wrap(module: nn.Module) -> nn.Module:
     first = next(module.parameters())
     ids = [first.device.index] if first.device.type == "cuda" else None  # CPU: no device_ids
     return DistributedDataParallel(module, device_ids=ids)
+
+
+def shard(module: nn.Module) -> nn.Module:
+    """FSDP2 (`torch.distributed.fsdp.fully_shard`) in place when training with other ranks:
+    each rank then holds 1/W of every parameter, gradient and optimizer state (DTensors
+    sharded along dim 0), gathered for each forward and backward. Call it before making the
+    optimizers (their parameters are the sharded ones). The module as one unit: a TyrModule's
+    parameters sit at their paths, not in per-block modules."""
+    if not active():
+        return module
+    from torch.distributed.fsdp import fully_shard
+
+    fully_shard(module)
+    return module
+
+
+def is_sharded(module: nn.Module) -> bool:
+    if not torch.distributed.is_available():
+        return False
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(module, FSDPModule)
+
+
+def full(t: Any) -> Any:
+    """A DTensor gathered whole (a collective: every rank must call it); others as they are."""
+    return t.full_tensor() if hasattr(t, "full_tensor") else t
+
+
+def full_state_dict(obj: Any) -> dict[str, Any]:
+    """The state dict of a module or optimizer with every DTensor gathered whole, on every
+    rank (a collective): what a checkpoint holds, whatever the sharding."""
+    sd = obj.state_dict()
+    if isinstance(obj, torch.optim.Optimizer):
+        return {**sd, "state": {pid: {k: full(v) for k, v in entries.items()}
+                                for pid, entries in sd["state"].items()}}
+    return {k: full(v) for k, v in sd.items()}
+
+
+class StateView:
+    """A module or optimizer stand-in whose `state_dict()` is a given one (to save full
+    tensors gathered from a sharded run)."""
+
+    def __init__(self, state: dict[str, Any]):
+        self.state = state
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.state
+
+
+def reshard_optimizer_state(opt: torch.optim.Optimizer) -> None:
+    """After loading full tensors into an optimizer of sharded parameters: each state tensor
+    shaped like its parameter becomes that parameter's shard (no communication: every rank
+    read the same full tensor)."""
+    from torch.distributed.tensor import DTensor, distribute_tensor
+
+    for group in opt.param_groups:
+        for p in group["params"]:
+            if not isinstance(p, DTensor):
+                continue
+            for k, v in opt.state.get(p, {}).items():
+                if isinstance(v, torch.Tensor) and not isinstance(v, DTensor) \
+                        and tuple(v.shape) == tuple(p.shape):
+                    opt.state[p][k] = distribute_tensor(v.to(p.device), p.device_mesh,
+                                                        p.placements, src_data_rank=None)
 
 
 def unwrap(module: nn.Module) -> nn.Module:

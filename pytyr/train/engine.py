@@ -15,7 +15,9 @@ graph whose last output is the scalar loss) on `task`'s batches:
   every rank's RNG state, so `run(resume=True)` continues exactly where the run was.
 
 Under torchrun (`distributed.py`) the module is wrapped in DDP (gradient sync only on a
-step's last micro-batch), logged values are means over the ranks, and only rank 0 writes.
+step's last micro-batch), or sharded by FSDP2 with `data_parallel="fsdp"` (checkpoints
+still hold whole tensors, so a run resumes under either), logged values are means over the
+ranks, and only rank 0 writes.
 """
 from __future__ import annotations
 
@@ -73,6 +75,9 @@ class Engine:
         self.row_tokens = row_tokens  # tokens per row, for the speed in tokens/s
         self.title = title
         self.rank, self.world = distributed.rank(), distributed.world()
+        if cfg.data_parallel == "fsdp":
+            distributed.shard(module)  # before the optimizers: they hold the shards
+        self.sharded = distributed.is_sharded(module)
         params = [p for p in module.parameters() if p.requires_grad]
         if not params:
             raise ConfigError("the model has no trainable parameters")
@@ -118,7 +123,7 @@ class Engine:
             for k, v in sums.items():
                 record[split if k == "loss" else f"{split}_{k}"] = v / max(n, 1)
         self.module.train(was)
-        return distributed.mean_over_ranks(record)
+        return self.task.summarize_metrics(distributed.mean_over_ranks(record))
 
     # -- resume -------------------------------------------------------------------------------
     def _check_resume(self, state: dict[str, Any]) -> None:
@@ -141,7 +146,15 @@ class Engine:
             raise ConfigError(f"{self.ckpt}: no checkpoint to resume from; run without "
                               "--resume to start a new run")
         self._check_resume(read_state(self.ckpt))  # before touching the module
-        state = load_checkpoint(self.ckpt, self.module, self.optimizers)
+        if self.sharded:  # full tensors from the file copied into this rank's shards
+            from torch.distributed.tensor.experimental import implicit_replication
+
+            with implicit_replication():
+                state = load_checkpoint(self.ckpt, self.module, self.optimizers)
+            for opt in self.optimizers:
+                distributed.reshard_optimizer_state(opt)
+        else:
+            state = load_checkpoint(self.ckpt, self.module, self.optimizers)
         extra = state["extra"]
         if "rank_rng" in extra:
             restore_rng(extra["rank_rng"][self.rank])
@@ -152,6 +165,11 @@ class Engine:
 
     def _save(self, step: int) -> None:
         rngs = distributed.gather(capture_rng())  # None for a process alone
+        module, optimizers = self.module, self.optimizers
+        if self.sharded:  # every rank gathers; rank 0 writes the whole tensors
+            module = distributed.StateView(distributed.full_state_dict(module))
+            optimizers = [distributed.StateView(distributed.full_state_dict(o))
+                          for o in optimizers]
         if not distributed.is_main():
             return
         extra: dict[str, Any] = {"history": self.history, "world": self.world}
@@ -159,8 +177,15 @@ class Engine:
             extra["rank_rng"] = rngs
         if self.scaler.is_enabled():
             extra["scaler"] = self.scaler.state_dict()
-        save_checkpoint(self.ckpt, module=self.module, optimizers=self.optimizers, step=step,
+        save_checkpoint(self.ckpt, module=module, optimizers=optimizers, step=step,
                         config=_jsonable(trajectory(self.cfg)), extra=extra)
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        """The trained weights on the CPU, whole (under FSDP a collective: call on every
+        rank)."""
+        sd = (distributed.full_state_dict(self.module) if self.sharded
+              else self.module.state_dict())
+        return {k: v.detach().cpu() for k, v in sd.items()}
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self, *, resume: bool = False, progress: bool = True) -> History:
@@ -201,7 +226,7 @@ class Engine:
 
     def _loop(self, start: int, progress: bool) -> float | None:
         cfg = self.cfg
-        model = distributed.wrap(self.module)
+        model = self.module if self.sharded else distributed.wrap(self.module)
         bar = tqdm(total=cfg.max_iters, initial=start, disable=not progress, desc="train",
                    unit="step", dynamic_ncols=True)
         tokens = cfg.batch * self.row_tokens
@@ -218,7 +243,8 @@ class Engine:
             for opt in self.optimizers:
                 self.scaler.unscale_(opt)
             # An infinite bound makes clip_grad_norm_ only measure the global norm.
-            norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip or math.inf)
+            norm = distributed.full(torch.nn.utils.clip_grad_norm_(
+                self.params, cfg.grad_clip or math.inf))
             for opt in self.optimizers:
                 self.scaler.step(opt)
             self.scaler.update()

@@ -120,13 +120,21 @@ class Muon(torch.optim.Optimizer):
                 buf = state["momentum_buffer"]
                 buf.mul_(mu).add_(g)
                 update = g.add(buf, alpha=mu) if group["nesterov"] else buf
-                matrix = update.reshape(update.size(0), -1)
-                ortho = newton_schulz(matrix, group["ns_steps"], dtype=dtype)
+                # A parameter sharded by FSDP2 (a DTensor): orthogonalise the whole matrix,
+                # the same on every rank, and keep this rank's shard.
+                whole = update.full_tensor() if hasattr(update, "full_tensor") else update
+                matrix = whole.reshape(whole.size(0), -1)
+                ortho = newton_schulz(matrix, group["ns_steps"], dtype=dtype).view_as(whole)
+                if whole is not update:
+                    from torch.distributed.tensor import distribute_tensor
+
+                    ortho = distribute_tensor(ortho, p.device_mesh, p.placements,
+                                              src_data_rank=None)
                 rows, cols = matrix.shape
                 scale = max(1.0, rows / cols) ** 0.5
                 if wd:
                     p.mul_(1.0 - lr * wd)
-                p.add_(ortho.view_as(p), alpha=-lr * scale)
+                p.add_(ortho, alpha=-lr * scale)
         return loss
 
 

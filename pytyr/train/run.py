@@ -47,6 +47,9 @@ class Forward:
 
     def __init__(self, module: Any, graph: Graph):
         self.module, self.names = module, [i.name for i in graph.inputs]
+        self.inputs = graph.inputs  # names, shapes and dtypes, for callers that make inputs
+        types = graph.types()
+        self.outputs = [types[o.ref] for o in graph.outputs]
 
     def __call__(self, batch: dict[str, Any]) -> tuple[Any, ...]:
         import torch
@@ -85,6 +88,7 @@ def make_factory(source: ModelSource, default_model: str, values: dict[str, Any]
             cache[key] = Forward(module.eval(), graph)
         return cache[key]
 
+    factory.declaration = source.declaration  # type: ignore[attr-defined]
     return factory
 
 
@@ -109,6 +113,7 @@ def _instantiator(source: ModelSource, default_model: str, values: dict[str, Any
         return source.graph(name, fill_dims(source.declaration(name), values, feeds, sizes,
                                             "sampler"))
 
+    instantiate.declaration = source.declaration  # type: ignore[attr-defined]
     return instantiate
 
 
@@ -170,13 +175,13 @@ def _train(source: ModelSource, graph: Graph, model: str, config: dict[str, Any]
     engine = Engine(module, task, cfg.train, [i.name for i in graph.inputs], out, accum=accum,
                     row_tokens=sizes.get("seq", 1), title=f"{graph.model} on {task.name}")
     history = engine.run(resume=resume, progress=progress)
+    weights = engine.weights()  # on every rank: a sharded model gathers its tensors
     if not main:
         return 0
     last = history["evals"][-1]
     print(f"step {last['step']}: " + ", ".join(f"{k} {v:.4f}" for k, v in last.items()
                                                if k != "step"))
     wrote = [out / "ckpt", out / "loss.png", out / "metrics.json"]
-    weights = {k: v.detach().cpu() for k, v in module.state_dict().items()}
     made = task.sample(make_factory(source, model, config, weights), sampling, out)
     text = _keep_sample(made, out)
     wrote += made.files if made is not None else []

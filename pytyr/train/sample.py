@@ -28,6 +28,30 @@ def _as_prompt(idx: torch.Tensor | Sequence[int]) -> torch.Tensor:
     return t
 
 
+def check_sampling_args(max_new_tokens: int, temperature: float, top_k: int | None) -> None:
+    if not (isinstance(max_new_tokens, int) and max_new_tokens >= 0):
+        raise ConfigError(f"generate: max_new_tokens must be an integer >= 0, "
+                          f"got {max_new_tokens!r}")
+    if not temperature >= 0:
+        raise ConfigError(f"generate: temperature must be >= 0, got {temperature!r}")
+    if top_k is not None and not (isinstance(top_k, int) and top_k >= 1):
+        raise ConfigError(f"generate: top_k must be a positive integer or None, got {top_k!r}")
+
+
+def pick_token(logits: torch.Tensor, temperature: float, top_k: int | None,
+               gen: torch.Generator) -> int:
+    """The next token from the last position's `logits` [vocab]: argmax at temperature 0,
+    else a draw from the softmax of `logits / temperature` restricted to the `top_k` largest."""
+    last = logits.float().cpu()
+    if temperature == 0:
+        return int(torch.argmax(last))
+    last = last / temperature
+    if top_k is not None and top_k < last.numel():
+        kth = torch.topk(last, top_k).values[-1]
+        last = last.masked_fill(last < kth, float("-inf"))
+    return int(torch.multinomial(torch.softmax(last, dim=-1), 1, generator=gen))
+
+
 @torch.no_grad()
 def generate(logits_fn: LogitsFn, idx: torch.Tensor | Sequence[int], max_new_tokens: int,
              temperature: float = 1.0, top_k: int | None = None, seed: int = 0, *,
@@ -40,13 +64,7 @@ def generate(logits_fn: LogitsFn, idx: torch.Tensor | Sequence[int], max_new_tok
     `top_k` largest (all, if None) and samples. The same `seed` gives the same tokens; the
     global RNG is not touched.
     """
-    if not (isinstance(max_new_tokens, int) and max_new_tokens >= 0):
-        raise ConfigError(f"generate: max_new_tokens must be an integer >= 0, "
-                          f"got {max_new_tokens!r}")
-    if not temperature >= 0:
-        raise ConfigError(f"generate: temperature must be >= 0, got {temperature!r}")
-    if top_k is not None and not (isinstance(top_k, int) and top_k >= 1):
-        raise ConfigError(f"generate: top_k must be a positive integer or None, got {top_k!r}")
+    check_sampling_args(max_new_tokens, temperature, top_k)
     if block_size is not None and not (isinstance(block_size, int) and block_size >= 1):
         raise ConfigError(f"generate: block_size must be a positive integer, got {block_size!r}")
     idx = _as_prompt(idx)
@@ -58,15 +76,6 @@ def generate(logits_fn: LogitsFn, idx: torch.Tensor | Sequence[int], max_new_tok
         if logits.ndim != 3 or logits.shape[:2] != cond.shape:
             raise ConfigError(f"generate: logits_fn returned shape {list(logits.shape)} for an "
                               f"input of {list(cond.shape)}; expected [1, {cond.shape[1]}, vocab]")
-        last = logits[0, -1].float().cpu()  # [vocab]
-        if temperature == 0:
-            nxt = int(torch.argmax(last))
-        else:
-            last = last / temperature
-            if top_k is not None and top_k < last.numel():
-                kth = torch.topk(last, top_k).values[-1]
-                last = last.masked_fill(last < kth, float("-inf"))
-            probs = torch.softmax(last, dim=-1)
-            nxt = int(torch.multinomial(probs, 1, generator=gen))
+        nxt = pick_token(logits[0, -1], temperature, top_k, gen)
         idx = torch.cat([idx, torch.tensor([[nxt]], dtype=torch.int64)], dim=1)
     return idx

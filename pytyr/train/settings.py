@@ -50,6 +50,9 @@ class TrainConfig:
     lr_decay_iters: int | None = setting(None, gt=0, doc="end of the decay (default max_iters)")
     schedule: Literal["cosine", "linear", "constant"] = setting(
         "cosine", doc="decay from lr to min_lr after the warmup")
+    warmdown_iters: int | None = setting(None, gt=0, doc="decay over only the last N steps "
+                                         "before the decay's end, at lr until then "
+                                         "(warmup-stable-decay, nanochat's warmdown)")
     weight_decay: float = setting(0.1, ge=0, doc="AdamW, on parameters of rank >= 2 only")
     beta1: float = setting(0.9, ge=0, lt=1)
     beta2: float = setting(0.99, ge=0, lt=1)
@@ -63,6 +66,9 @@ class TrainConfig:
     checkpoint_interval: int = setting(500, gt=0)
     seed: int = setting(1337, ge=0, lt=2**63)
     device: Literal["cpu", "cuda", "auto"] = setting("auto", doc="auto: cuda where available")
+    data_parallel: Literal["ddp", "fsdp"] = setting(
+        "ddp", doc="under torchrun: ddp replicates the model; fsdp (FSDP2) shards parameters, "
+        "gradients and optimizer state over the processes")
     precision: Literal["float32", "bfloat16", "float16"] = setting(
         "float32", doc="autocast dtype of the forward pass")
     kernels: Literal["auto", "off"] = setting(
@@ -75,6 +81,10 @@ class TrainConfig:
         decay = self.decay_iters
         if self.warmup_iters > decay:
             raise ConfigError(f"{where}: 'train.warmup_iters' {self.warmup_iters} exceeds the "
+                              f"decay's end {decay} (train.lr_decay_iters)")
+        if self.warmdown_iters is not None and self.warmup_iters + self.warmdown_iters > decay:
+            raise ConfigError(f"{where}: 'train.warmup_iters' {self.warmup_iters} + "
+                              f"'train.warmdown_iters' {self.warmdown_iters} exceed the "
                               f"decay's end {decay} (train.lr_decay_iters)")
         if self.micro_batch is not None and self.batch % self.micro_batch:
             raise ConfigError(f"{where}: 'train.batch' {self.batch} is not a multiple of "
@@ -97,8 +107,8 @@ class TrainConfig:
 
     # Fields that decide the trajectory: a resumed run must have the same values.
     TRAJECTORY = ("batch", "micro_batch", "optimizer", "lr", "min_lr", "warmup_iters",
-                  "lr_decay_iters", "schedule", "weight_decay", "beta1", "beta2", "eps",
-                  "grad_clip", "muon", "eval_iters", "seed", "precision")
+                  "lr_decay_iters", "schedule", "warmdown_iters", "weight_decay", "beta1",
+                  "beta2", "eps", "grad_clip", "muon", "eval_iters", "seed", "precision")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,12 +128,17 @@ def load_run_config(data: dict[str, Any], where: str) -> RunConfig:
 
 def lr_multiplier(step: int, cfg: TrainConfig) -> float:
     """The rate of 0-based `step` over the peak rate: linear warmup over `warmup_iters`, then
-    the `schedule` down to `min_lr` at the decay's end, then `min_lr` (nanoGPT's `get_lr`)."""
+    the `schedule` down to `min_lr` at the decay's end, then `min_lr` (nanoGPT's `get_lr`).
+    With `warmdown_iters` the decay takes only the last that many steps before its end and
+    the rate stays at the peak until then (nanochat: linear, 0.05 × lr at the end)."""
     if step < cfg.warmup_iters:
         return (step + 1) / (cfg.warmup_iters + 1)
     end = cfg.decay_iters
     if step > end or cfg.schedule == "constant":
         return 1.0 if cfg.schedule == "constant" else cfg.min_lr / cfg.lr
-    ratio = (step - cfg.warmup_iters) / max(1, end - cfg.warmup_iters)
+    start = cfg.warmup_iters if cfg.warmdown_iters is None else end - cfg.warmdown_iters
+    if step < start:
+        return 1.0
+    ratio = (step - start) / max(1, end - start)
     coeff = 0.5 * (1.0 + math.cos(math.pi * ratio)) if cfg.schedule == "cosine" else 1 - ratio
     return (cfg.min_lr + coeff * (cfg.lr - cfg.min_lr)) / cfg.lr

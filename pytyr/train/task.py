@@ -15,7 +15,8 @@ loop, the optimizer, checkpoints and the ranks. A task
   rng)`, the hook that makes diffusion and flow matching new tasks rather than new loops:
   `rng` (`StepRNG`) is seeded by (run seed, k) and slices each global draw by rank;
 - evaluates: `eval_batches(split)` are fixed batches, `eval_metrics` turns one batch's
-  outputs into numbers (the engine averages them over batches and ranks);
+  outputs into numbers (the engine averages them over batches and ranks), and
+  `summarize_metrics` may derive ratios of those means (bits per byte);
 - may sample (`sample`) from the trained weights, through a factory that instantiates any
   `@[model]` of the file for given role sizes.
 
@@ -113,7 +114,9 @@ class SampleOutput:
 ModelFactory = Callable[[str | None, dict[str, Feed], dict[str, int]], Any]
 """`factory(model, feeds, sizes)`: that `@[model]` of the trained file (None: the trained one)
 with its dims filled from the feeds' role sizes, holding the trained weights, in eval mode,
-called with a dict of named inputs; returns the outputs."""
+called with a dict of named inputs; returns the outputs (its `inputs` and `outputs` say
+their types). `factory.declaration(model)` is the model's `pipeline.ModelDecl` (None for a
+compiled library's), for tasks that learn what to feed from a model's types."""
 
 
 class Task(abc.ABC):
@@ -166,6 +169,11 @@ class Task(abc.ABC):
     def eval_metrics(self, batch: Batch, outputs: tuple[torch.Tensor, ...]) -> dict[str, float]:
         """Metrics of one evaluation batch; `loss` is the model's loss (the last output)."""
         return {"loss": float(outputs[-1])}
+
+    def summarize_metrics(self, record: dict[str, float]) -> dict[str, float]:
+        """The evaluation record once averaged over batches and ranks (`val`, `val_<metric>`,
+        ...): a task may derive metrics that are ratios of means here; default: as it is."""
+        return record
 
     # -- after training -------------------------------------------------------------------
     def check_sampling(self, instantiate: ModelFactory, options: Any) -> None:

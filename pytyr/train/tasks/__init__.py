@@ -2,6 +2,7 @@
 
     {"task": {"name": "char_lm", "seq": 64}}        a character corpus (Shakespeare or a file)
     {"task": {"name": "shard_lm", "data": "DIR"}}    token shards written by `tyr data prepare`
+    {"task": {"name": "bpb_lm", "data": "DIR"}}      the same, evaluated in bits per byte too
     {"task": {"name": "classification", "data": "spirals" | "table.csv" | "table.parquet"}}
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pytyr.train.task import Task, TaskContext
 
 _REGISTRY: dict[str, type[Task]] = {}
 _BUILTIN = {"char_lm": "char_lm", "shard_lm": "shard_lm", "classification": "classification",
-            "mdlm": "diffusion", "image_flow": "image_flow"}
+            "mdlm": "diffusion", "image_flow": "image_flow", "bpb_lm": "bpb_lm"}
 
 
 def register(cls: type[Task]) -> type[Task]:

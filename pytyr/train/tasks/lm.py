@@ -3,7 +3,9 @@
 A language model is fed `idx` and `targets`, both `IT [batch, seq]` (targets are idx shifted
 by one token), and returns `(logits : T [batch, seq, vocab], loss : T [])`. Sampling
 instantiates the `sample.model` (default: the trained model itself, fed dummy targets) once
-per context length `t <= seq` and draws tokens with temperature and top-k.
+per context length `t <= seq` and draws tokens with temperature and top-k; with
+`sample.step_model` it prefills and then decodes one token at a time over that model's
+key/value caches instead (`pytyr.train.kvcache`), the same draws from the same logits.
 """
 from __future__ import annotations
 
@@ -30,6 +32,8 @@ class TextSampleOptions:
     temperature: float = setting(0.8, ge=0, le=100, doc="0 is greedy")
     top_k: int | None = setting(200, gt=0)
     seed: int = setting(1337, ge=0, lt=2**63)
+    step_model: str | None = setting(None, doc="a @[model] decoding over key/value caches "
+                                     "(idx, pos, caches → logits, caches): cached sampling")
 
 
 class LanguageModelTask(Task):
@@ -62,6 +66,15 @@ class LanguageModelTask(Task):
     def check_sampling(self, instantiate: ModelFactory, options: Any) -> None:
         if options is None or options.max_new_tokens == 0:
             return
+        if options.step_model is not None:
+            from pytyr.train.kvcache import check_outputs, step_feeds
+
+            name = options.step_model
+            graph = instantiate(name, step_feeds(instantiate.declaration(name), name),
+                                {"batch": 1, "seq": 1})
+            types = graph.types()
+            check_outputs(graph.inputs, [types[o.ref] for o in graph.outputs], name)
+            return
         _, feeds = self._sampling(options)
         instantiate(options.model, feeds, {"batch": 1, "seq": 1})
 
@@ -70,6 +83,12 @@ class LanguageModelTask(Task):
             return None
         block = self.options.seq
         prompt, feeds = self._sampling(options)
+        if options.step_model is not None:
+            from pytyr.train.kvcache import generate_cached
+
+            return SampleOutput(self.decode(generate_cached(
+                factory, options.step_model, prompt, options.max_new_tokens,
+                options.temperature, options.top_k, options.seed, block=block)))
         trained = options.model is None
         cache: dict[int, Any] = {}
 

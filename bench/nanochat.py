@@ -1,0 +1,186 @@
+"""The nanochat model of `examples/nanochat/NanoChat.lean` through Tyr's executor vs the same
+model written directly in PyTorch (`bench/plain_nanochat.py`), and cached vs uncached decoding.
+
+Training step: the config of `examples/nanochat/config.json` (depth 4, width 128 in 4 heads
+of 32 sharing 2 key/value heads, vocab 4096, block 128) at batch 8 × 128 tokens. The plain
+model gets copies of the Tyr module's weights and both sides step with the optimizers
+`tyr train` builds from that config's `train` table (Muon for the hidden matrices, AdamW for
+the embedding and the head): forward, backward, both optimizers. Steps ALTERNATE between the
+sides (order swapped every round) after a warm-up; the losses and final parameters are
+compared as evidence of the same math. Goal: plain/tyr >= 0.97.
+
+Decoding: `max_new` tokens after a short prompt at temperature 0, uncached (the
+`nanochatLogits` graph of each context length, the whole context every token) and cached
+(`nanochatStep`: prefill, then one token over the key/value caches), both through the
+`make_factory` of `tyr sample` with their graphs built in a first, untimed round; they must
+pick the same tokens. Reported in tokens per second.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+import torch
+
+from bench import ROOT, pair_result, pair_rows, summarize
+from bench.plain_nanochat import Config, NanoChat
+
+GOAL_RATIO = 0.97
+LEAN = ROOT / "examples" / "nanochat" / "NanoChat.lean"
+CONFIG = ROOT / "examples" / "nanochat" / "config.json"
+N_BATCHES = 8
+
+
+def recipe() -> dict[str, Any]:
+    return json.loads(CONFIG.read_text(encoding="utf-8"))
+
+
+def build_pair(c: dict[str, Any], b: int, t: int, seed: int = 0) -> tuple[Any, NanoChat]:
+    from pytyr.pipeline import graph_from_lean, module_from_graph
+
+    tyr = module_from_graph(graph_from_lean(LEAN, "nanochat", {"c": c, "b": b, "t": t}),
+                            seed=seed)
+    plain = NanoChat(Config.from_lean(c))
+    plain.load_state_dict(tyr.state_dict())
+    return tyr, plain
+
+
+def _optimizers(module: torch.nn.Module, train: dict[str, Any]) -> list[torch.optim.Optimizer]:
+    from pytyr.config import load_dataclass
+    from pytyr.train.optim import make_optimizers
+    from pytyr.train.settings import TrainConfig
+
+    return make_optimizers(module, load_dataclass(TrainConfig, train, "bench"),
+                           torch.device("cpu"))
+
+
+def _step(model: Any, opts: list[torch.optim.Optimizer], x: torch.Tensor, y: torch.Tensor
+          ) -> float:
+    loss = model(x, y)[1]
+    for o in opts:
+        o.zero_grad(set_to_none=True)
+    loss.backward()
+    for o in opts:
+        o.step()
+    return float(loss.detach())
+
+
+def bench_train(*, steps: int, warmup: int, b: int = 8) -> dict[str, Any]:
+    cfg = recipe()
+    c, t = cfg["model"]["c"], cfg["task"]["seq"]
+    tyr, plain = build_pair(c, b, t)
+    mods = {"tyr": tyr, "plain": plain}
+    opts = {side: _optimizers(m, cfg["train"]) for side, m in mods.items()}
+    gen = torch.Generator().manual_seed(1)
+    data = [torch.randint(0, c["vocab"], (2, b, t), generator=gen) for _ in range(N_BATCHES)]
+    times: dict[str, list[float]] = {"tyr": [], "plain": []}
+    diff = 0.0
+    for i in range(warmup + steps):
+        x, y = data[i % N_BATCHES]
+        losses = {}
+        for side in (("tyr", "plain") if i % 2 == 0 else ("plain", "tyr")):
+            t0 = time.perf_counter()
+            losses[side] = _step(mods[side], opts[side], x, y)
+            if i >= warmup:
+                times[side].append(time.perf_counter() - t0)
+        diff = max(diff, abs(losses["tyr"] - losses["plain"]))
+    psd = plain.state_dict()
+    pdiff = max(float((v - psd[k]).abs().max()) for k, v in tyr.state_dict().items())
+    n = sum(p.numel() for p in tyr.parameters())
+    return pair_result({"c": c, "b": b, "t": t}, n, steps, warmup, times, diff, pdiff)
+
+
+def bench_decode(*, max_new: int, rounds: int = 2) -> dict[str, Any]:
+    from pytyr.pipeline import LeanModels
+    from pytyr.train.kvcache import generate_cached
+    from pytyr.train.run import make_factory
+    from pytyr.train.sample import generate
+    from pytyr.train.task import Feed
+
+    cfg = recipe()
+    c, block = cfg["model"]["c"], cfg["task"]["seq"]
+    source = LeanModels(LEAN)
+    tyr, _ = build_pair(c, 1, block)
+    factory = make_factory(source, "nanochat", {"c": c}, tyr.state_dict())
+    feeds = {"idx": Feed("i64", ("batch", "seq"))}
+    prompt = [0, 17, 230, 5, 99, 1024, 7, 300]
+
+    def uncached() -> list[int]:
+        def logits(idx: torch.Tensor) -> torch.Tensor:
+            fwd = factory("nanochatLogits", feeds, {"batch": 1, "seq": idx.shape[1]})
+            return fwd({"idx": idx})[0]
+        return generate(logits, prompt, max_new, 0.0, block_size=block)[0].tolist()
+
+    def cached() -> list[int]:
+        return generate_cached(factory, "nanochatStep", prompt, max_new, 0.0, block=block)
+
+    times: dict[str, list[float]] = {"uncached": [], "cached": []}
+    tokens = {}
+    for r in range(rounds + 1):  # round 0 builds every graph
+        for side, fn in (("uncached", uncached), ("cached", cached))[::1 if r % 2 else -1]:
+            t0 = time.perf_counter()
+            tokens[side] = fn()
+            if r:
+                times[side].append(time.perf_counter() - t0)
+    speed = {side: max_new / summarize(ts)["median_ms"] * 1e3 for side, ts in times.items()}
+    return {"max_new": max_new, "prompt": len(prompt), "block": block,
+            "tokens_per_s": speed, "speedup": speed["cached"] / speed["uncached"],
+            "same_tokens": tokens["cached"] == tokens["uncached"]}
+
+
+def flops_per_token(c: dict[str, Any], t: int) -> float:
+    """Training FLOPs per token (forward + backward) of the nanochat model of config table
+    `c` at context `t`, as nanochat's `estimate_flops` counts them: 6 per matrix parameter
+    the tokens flow through (the embedding is a lookup), plus 12 · layers · width · t for the
+    attention scores and their weighting."""
+    cfg = Config.from_lean(c)
+    w, kv = cfg.width, cfg.n_kv_head * cfg.head_dim
+    matrices = cfg.depth * (2 * w * w + 2 * kv * w + 8 * w * w) + cfg.vocab * w
+    return 6.0 * matrices + 12.0 * cfg.depth * w * t
+
+
+def run(*, quick: bool = False) -> dict[str, Any]:
+    steps, warmup = (10, 3) if quick else (40, 5)
+    return {"benchmark": "nanochat", "goal_ratio": GOAL_RATIO, "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "train": bench_train(steps=steps, warmup=warmup),
+            "decode": bench_decode(max_new=30 if quick else 100)}
+
+
+def rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    r = result["train"]
+    c = r["values"]["c"]
+    label = (f"depth {c['depth']}, width {c['depth'] * c['aspect_ratio']}, "
+             f"b {r['values']['b']} t {r['values']['t']}, Muon+AdamW")
+    out = pair_rows(label, r, result["goal_ratio"], 1, prefix="nanochat ")
+    toks = r["values"]["b"] * r["values"]["t"]
+    out.append(("  nanochat train tokens/s", "", "",
+                f"tyr {toks / r['tyr']['median_ms'] * 1e3:,.0f}, "
+                f"plain {toks / r['plain']['median_ms'] * 1e3:,.0f}"))
+    d = result["decode"]
+    out.append((f"nanochat decode [{d['max_new']} tokens, greedy]", "", "",
+                f"cached {d['tokens_per_s']['cached']:,.1f} tok/s, uncached "
+                f"{d['tokens_per_s']['uncached']:,.1f} tok/s: {d['speedup']:.1f}x; "
+                f"same tokens: {d['same_tokens']}"))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bench.nanochat [--quick]`: this benchmark alone, results as JSON on stdout."""
+    p = argparse.ArgumentParser(prog="python -m bench.nanochat",
+                                description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args(argv)
+    r = run(quick=args.quick)
+    for row in rows(r):
+        print("  ".join(x for x in row if x))
+    json.dump(r, sys.stdout, indent=1)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

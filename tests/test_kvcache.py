@@ -1,0 +1,87 @@
+"""Cached decoding (`pytyr.train.kvcache`) through the factory `tyr sample` uses: the same
+tokens as uncached sampling, a context longer than the cache, and step models whose types
+do not say how to drive them, refused by name."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from pytyr.errors import ConfigError
+from pytyr.pipeline import LeanModels, module_from_graph
+from pytyr.train.kvcache import generate_cached
+from pytyr.train.run import make_factory
+from pytyr.train.sample import generate
+from pytyr.train.task import Feed
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {"vocab": 37, "block": 12, "depth": 2, "aspect_ratio": 16, "head_dim": 16,
+        "n_kv_head": 1, "rope_base": 10000.0, "softcap": 1.5}
+
+
+@pytest.fixture(scope="module")
+def factory():
+    source = LeanModels(ROOT / "examples" / "nanochat" / "NanoChat.lean")
+    m = module_from_graph(source.graph("nanochat", {"c": TINY, "b": 1, "t": 4}), seed=2)
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            if name.endswith("c_proj"):
+                p.normal_(0, 0.3, generator=torch.Generator().manual_seed(3))
+    return make_factory(source, "nanochat", {"c": TINY}, m.state_dict())
+
+
+def _uncached(factory, prompt, n, temperature, block=12):
+    feeds = {"idx": Feed("i64", ("batch", "seq"))}
+
+    def logits(idx):
+        return factory("nanochatLogits", feeds, {"batch": 1, "seq": idx.shape[1]})({"idx": idx})[0]
+
+    return generate(logits, prompt, n, temperature, 5, seed=4, block_size=block)[0].tolist()
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_cached_sampling_picks_the_uncached_tokens(factory, temperature):
+    prompt = [3, 1, 4, 1, 5]
+    want = _uncached(factory, prompt, 7, temperature)
+    got = generate_cached(factory, "nanochatStep", prompt, 7, temperature, 5, seed=4, block=12)
+    assert got == want and len(got) == 12
+
+
+def test_a_context_longer_than_the_cache_is_prefilled_again(factory):
+    got = generate_cached(factory, "nanochatStep", [3, 1, 4], 30, 0.0, block=12)
+    assert len(got) == 33 and got[:3] == [3, 1, 4] and all(0 <= t < 37 for t in got)
+    long = list(range(20))  # a prompt longer than the block keeps its head
+    assert generate_cached(factory, "nanochatStep", long, 2, 0.0, block=12)[:20] == long
+
+
+BAD = """
+structure P where
+  table : T #[8, 8] := normal 0.1
+  deriving TensorStruct
+
+@[model]
+def noPos {b t : Nat} (p : P) (idx : IT #[b, t]) (cache : T #[b, 4]) :
+    T #[b, t, 8] × T #[b, 4] :=
+  (embedding2 idx p.table, cache)
+
+@[model]
+def noCache {b t : Nat} (p : P) (idx : IT #[b, t]) (pos : IT #[t]) (cache : T #[b, 4]) :
+    T #[b, t, 8] :=
+  embedding2 idx p.table
+"""
+
+
+@pytest.mark.parametrize("model,message", [
+    ("noPos", "step model 'noPos' must take idx : IT #[b, t] and pos : IT #[t]"),
+    ("noCache", "step model 'noCache' returns T #[1, 1, 8]; it must return the logits and "
+                "then its 1 cache(s) (cache : T #[1, 4]), in order"),
+])
+def test_step_models_are_checked_by_their_types(tmp_path, model, message):
+    path = tmp_path / "S.lean"
+    path.write_text("import Tyr\nopen torch\n" + BAD, encoding="utf-8")
+    source = LeanModels(path)
+    factory = make_factory(source, model, {}, {"table": torch.zeros(8, 8)})
+    with pytest.raises(ConfigError) as e:
+        generate_cached(factory, model, [1], 2, block=4)
+    assert message in str(e.value)
