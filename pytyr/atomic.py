@@ -10,6 +10,15 @@ from .errors import ConfigError
 from .paths import output_file
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _umask()  # read once: os.umask can only be read by setting it
+
+
 def fsync_dir(path: Path) -> None:
     """Persist a rename inside `path` (where the OS allows opening directories)."""
     try:
@@ -31,6 +40,7 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], Any])
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; a written file gets the usual mode
     except OSError as err:
         raise ConfigError(f"{path}: cannot write the file: {err.strerror or err}") from None
     try:

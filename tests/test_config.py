@@ -157,3 +157,14 @@ def test_the_config_reference_is_current():
     doc = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
     assert doc.read_text(encoding="utf-8") == reference(), \
         "docs/configuration.md is stale: python -m pytyr.train.reference > docs/configuration.md"
+
+
+def test_atomic_writes_get_the_usual_file_mode(tmp_path):
+    import stat as st
+
+    from pytyr.atomic import atomic_write_text
+
+    path = atomic_write_text(tmp_path / "f.txt", "x")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert st.S_IMODE(path.stat().st_mode) == 0o666 & ~mask
