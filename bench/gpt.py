@@ -274,14 +274,16 @@ def rows(result: dict[str, Any]) -> list[Row]:
         v, c = r["values"], r["values"]["c"]
         label = f"{mode}: {c['n_layer']}L {c['n_head']}x{c['head_dim']}, b {v['b']} t {v['t']}"
         lines = pair_rows(label, r, result["goal_ratio"], 2, prefix="gpt ")
-        lines[0] = replace(lines[0], note=lines[0].note + f"; cpu {r['cpu']['tyr']['median_ms']:.1f} ms")
+        cpu_ms = r["cpu"]["tyr"]["median_ms"]
+        lines[0] = replace(lines[0], note=lines[0].note + f"; cpu {cpu_ms:.1f} ms")
         lines[1] = replace(lines[1], what=f"gpt train step plain, default AdamW [{mode}]",
                            note=f"plain/tyr; cpu time {r['cpu']['pair_ratio_median']:.3f}")
         out += lines[:2]
         f = r["fused"]
         out.append(Row(f"gpt train step plain, fused AdamW [{mode}]",
                        f"{f['plain']['median_ms']:.2f}", f"{f['plain']['p90_ms']:.2f}",
-                       **judge(f["pair_ratio_median"], result.get("goal_fused", GOAL_FUSED), digits=3),
+                       **judge(f["pair_ratio_median"], result.get("goal_fused", GOAL_FUSED),
+                               digits=3),
                        note=f"plain/tyr; cpu time {f['cpu']['pair_ratio_median']:.3f}"))
         if "lean_adamw" in r:
             a = r["lean_adamw"]

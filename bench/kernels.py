@@ -219,7 +219,8 @@ def rows(result: dict[str, Any]) -> list[Row]:
                            note=f"torch/kernel (pairs {p['pair_ratio_median']:.2f})"))
     g = result["gpt"]
     out.append(Row(f"{g['name']} kernels", f"{g['kernel']['median_ms']:.2f}",
-                   f"{g['kernel']['p90_ms']:.2f}", note=f"max |loss diff| {g['max_loss_diff']:.1e}"))
+                   f"{g['kernel']['p90_ms']:.2f}",
+                   note=f"max |loss diff| {g['max_loss_diff']:.1e}"))
     out.append(Row(f"{g['name']} torch", f"{g['torch']['median_ms']:.2f}",
                    f"{g['torch']['p90_ms']:.2f}", **judge(g["ratio"], g["goal"]),
                    note="torch/kernels"))
