@@ -174,7 +174,7 @@ def time_cold_cli(path: Path, runs: int) -> dict[str, Any]:
 
 def run(*, quick: bool = False, iters: int | None = None, cold_runs: int | None = None) -> dict[str, Any]:
     """Time the checker; `iters` overrides the iteration counts (the smoke test uses 2)."""
-    n = iters if iters is not None else (30 if quick else 200)
+    n = iters if iters is not None else (30 if quick else 100)
     warmup = min(3, n)
     cold = cold_runs if cold_runs is not None else (0 if quick else 5)
     files = example_files()

@@ -126,7 +126,7 @@ def run(*, quick: bool = False, steps: int | None = None, warmup: int | None = N
         breakdown_iters: int | None = None, values: dict[str, Any] | None = None
         ) -> dict[str, Any]:
     """Time the pair on the recipe's model (or `values`); keywords override the counts."""
-    n, w = (30, 5) if quick else (120, 15)
+    n, w = (30, 5) if quick else (80, 10)
     n = steps if steps is not None else n
     w = warmup if warmup is not None else w
     bd = breakdown_iters if breakdown_iters is not None else n // 2

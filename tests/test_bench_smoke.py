@@ -145,3 +145,20 @@ def test_main_writes_json(tmp_path, monkeypatch, capsys):
     assert len(data["checker"]["load"]) == 2
     out = capsys.readouterr().out
     assert "tyr check" in out and "goals: " in out
+
+
+def test_kernel_rows_judge_each_kernel_and_the_gpt_step():
+    # a record of the shape bench.kernels.run makes on a GPU (none here): every kernel phase
+    # and the GPT step get a verdict against their goal
+    from bench import kernels
+
+    stats = {"n": 3, "median_ms": 1.0, "p90_ms": 1.2, "min_ms": 0.9, "mean_ms": 1.0}
+    phase = {"kernel": stats, "torch": stats, "ratio": 0.8, "pair_ratio_median": 0.8,
+             "kernel_tflops": 1.5, "torch_tflops": 1.2, "kernel_gbs": None, "torch_gbs": None}
+    r = {"kernels": [{"name": "attention", "goal": 0.7, "fwd": phase, "fwd+bwd": phase}],
+         "gpt": {"name": "gpt train step", "kernel": stats, "torch": stats, "ratio": 1.1,
+                 "goal": 1.0, "max_loss_diff": 1e-6}}
+    rows = kernels.rows(r)
+    _rows_ok(rows, goals=3)
+    assert [row.verdict for row in rows if row.verdict] == ["ok", "ok", "ok"]
+    assert kernels.rows({"skipped": "no CUDA"})[0].note == "skipped: no CUDA"
