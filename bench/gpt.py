@@ -301,6 +301,10 @@ def rows(result: dict[str, Any]) -> list[Row]:
                                 f"vs {wall['matmul_gflops']:.1f} GFLOP/s (cpu time "
                                 f"{cpu['step_gflops']:.1f} vs {cpu['matmul_gflops']:.1f}, "
                                 f"{cpu['fraction']:.2f})"))
+        same = lines[-1]
+        lines[-1] = replace(same, note=f"vs default AdamW: {same.note}; vs fused AdamW: max "
+                                       f"|loss diff| {f['max_loss_diff']:.1e}, max |param diff| "
+                                       f"{f['max_param_diff']:.1e}")
         out += lines[2:]
     if "compile_error" in result:
         out.append(Row("  gpt torch.compile", note=f"skipped: {result['compile_error']}"))
