@@ -1,17 +1,48 @@
-"""Benchmarks of Tyr: the checker (`bench.checker`) and the executor (`bench.executor`).
+"""Benchmarks of Tyr against the plain-PyTorch way (checker, executor, GPT, data, ...).
 
 Run them all with `python -m bench` (see `bench/__main__.py`). Each benchmark module exposes
-`run(...) -> dict` (JSON-serialisable results) and `rows(result) -> list[tuple]` (the lines of
-the printed table). The helpers here are the shared timing statistics.
+`run(...) -> dict` (JSON-serialisable results) and `rows(result) -> list[Row]` (the lines of
+the printed table: a figure, and where the issue set one, its goal and the verdict). The
+helpers here are the shared timing statistics, rows and verdicts.
 """
 from __future__ import annotations
 
+import os
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the table: what, median and p90 (ms unless said), a ratio, its goal and the
+    verdict (empty where there is no goal), and a note."""
+
+    what: str
+    median: str = ""
+    p90: str = ""
+    ratio: str = ""
+    goal: str = ""
+    verdict: str = ""
+    note: str = ""
+
+
+def judge(value: float, goal: float, *, at_most: bool = False, digits: int = 2
+          ) -> dict[str, str]:
+    """The ratio, goal and verdict fields of a Row: `value` against `goal` (>= unless
+    `at_most`); a miss is in capitals so that it shows in a table at a glance."""
+    ok = value <= goal if at_most else value >= goal
+    return {"ratio": f"{value:.{digits}f}", "goal": f"{'<=' if at_most else '>='} {goal:g}",
+            "verdict": "ok" if ok else "MISSED"}
+
+
+def load_average() -> float | None:
+    """The machine's 1-minute load average (other work slows every figure), if known."""
+    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
 
 
 def percentile(xs: Sequence[float], q: float) -> float:
@@ -39,29 +70,28 @@ def pair_result(values: Any, params: int, steps: int, warmup: int,
 
 
 def pair_rows(label: str, r: dict[str, Any], goal: float, digits: int, *,
-              prefix: str = "") -> list[tuple[str, str, str, str]]:
+              prefix: str = "") -> list[Row]:
     """Table lines of one alternating tyr/plain training-step comparison `r` (the dict made by
     `bench.executor.bench_size` and `bench.gpt.bench_pair`): both step times, the ratio
-    against the goal, the forward-only breakdown and the same-math check."""
+    plain/tyr (median of the per-pair ratios: the least exposed to load drift) against the
+    goal, the forward-only breakdown and the same-math check."""
     f = f"{{:.{digits}f}}"
-    ok = "ok" if r["ratio"] >= goal else "BELOW GOAL"
-    out = [(f"{prefix}train step tyr   [{label}]", f.format(r["tyr"]["median_ms"]),
-            f.format(r["tyr"]["p90_ms"]), f"{r['params']} params, {r['steps']} steps"),
-           (f"{prefix}train step plain [{label}]", f.format(r["plain"]["median_ms"]),
-            f.format(r["plain"]["p90_ms"]),
-            f"plain/tyr {r['ratio']:.3f} (pairs {r['pair_ratio_median']:.3f}); "
-            f"goal >= {goal}: {ok}")]
+    out = [Row(f"{prefix}train step tyr   [{label}]", f.format(r["tyr"]["median_ms"]),
+               f.format(r["tyr"]["p90_ms"]), note=f"{r['params']} params, {r['steps']} steps"),
+           Row(f"{prefix}train step plain [{label}]", f.format(r["plain"]["median_ms"]),
+               f.format(r["plain"]["p90_ms"]), **judge(r["pair_ratio_median"], goal, digits=3),
+               note=f"plain/tyr; ratio of medians {r['ratio']:.3f}")]
     name = label.split(":")[0]
     bd = r.get("breakdown")
     if bd:
         note = f"plain {f.format(bd['forward_plain_ms'])} ms"
         if "check_inputs_us" in bd:
             note += f"; _check_inputs {bd['check_inputs_us']:.1f} us"
-        out.append((f"  {prefix}forward only tyr [{name}]", f.format(bd["forward_tyr_ms"]), "",
-                    note))
-    out.append((f"  {prefix}same math [{name}]", "", "",
-                f"max |loss diff| {r['max_loss_diff']:.1e}, "
-                f"max |param diff| {r['max_param_diff']:.1e}"))
+        out.append(Row(f"  {prefix}forward only tyr [{name}]", f.format(bd["forward_tyr_ms"]),
+                       note=note))
+    out.append(Row(f"  {prefix}same math [{name}]",
+                   note=f"max |loss diff| {r['max_loss_diff']:.1e}, "
+                        f"max |param diff| {r['max_param_diff']:.1e}"))
     return out
 
 

@@ -1,26 +1,37 @@
-"""`python -m bench [--quick] [--compile] [--only NAME] [--out PATH]`: run the benchmarks, print a table,
-write the results as JSON (default `runs/bench/results.json`)."""
+"""`python -m bench [--quick] [--compile] [--only NAME] [--threads N] [--out PATH]`: run the
+benchmarks, print a table (figure, ratio, goal, verdict, the machine's load), write the results
+as JSON (default `runs/bench/results.json`).
+
+One thread by default (`--threads`): torch with two threads stalls on a loaded two-core
+machine, and every comparison alternates its sides in one process, so both get the same one.
+"""
 from __future__ import annotations
 
-import argparse
-import datetime
-import json
 import os
-import platform
-import subprocess
-import sys
-import time
-from pathlib import Path
-from typing import Any
 
-from bench import (ROOT, checker, data, diffusion, executor, flux, gpt, kernels, nanochat,
-                   safetensors_load)
+# before torch (imported by the benchmark modules) starts its thread pools
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+from bench import (ROOT, Row, checker, data, diffusion, executor, flux, gpt,  # noqa: E402
+                   kernels, load_average, nanochat, safetensors_load)
 
 BENCHMARKS = {"checker": checker, "data": data, "diffusion": diffusion, "executor": executor,
               "flux": flux, "gpt": gpt, "kernels": kernels, "nanochat": nanochat,
               "safetensors": safetensors_load}
 # benchmarks whose run() also times the torch.compile path when asked (--compile)
 COMPILABLE = {"gpt"}
+COLUMNS = ("benchmark", "median ms", "p90 ms", "ratio", "goal", "verdict", "load", "")
 
 
 def _git_rev() -> str | None:
@@ -34,31 +45,46 @@ def _git_rev() -> str | None:
         return None
 
 
-def _table(rows: list[tuple[str, str, str, str]]) -> str:
-    head = ("benchmark", "median ms", "p90 ms", "")
-    all_rows = [head, *rows]
-    w = [max(len(r[i]) for r in all_rows) for i in range(3)]
+def table(rows: list[tuple[Row, str]]) -> str:
+    """The rows (each with the load while its benchmark ran) as aligned columns."""
+    cells = [COLUMNS] + [(r.what, r.median, r.p90, r.ratio, r.goal, r.verdict, load, r.note)
+                         for r, load in rows]
+    w = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS) - 1)]
+    right = (False, True, True, True, False, False, True)
     lines = []
-    for k, r in enumerate(all_rows):
-        lines.append(f"{r[0]:<{w[0]}}  {r[1]:>{w[1]}}  {r[2]:>{w[2]}}  {r[3]}".rstrip())
+    for k, c in enumerate(cells):
+        parts = [c[i].rjust(w[i]) if right[i] else c[i].ljust(w[i]) for i in range(len(w))]
+        lines.append(("  ".join(parts) + "  " + c[-1]).rstrip())
         if k == 0:
-            lines.append("-" * (sum(w) + 4 + 2 + max(len(r[3]) for r in all_rows)))
+            lines.append("-" * len(lines[0]))
     return "\n".join(lines)
 
 
+def verdicts(rows: list[tuple[Row, str]]) -> str:
+    """One closing line: how many goals are met, and the missed ones by name."""
+    judged = [r for r, _ in rows if r.verdict]
+    missed = [r.what.strip() for r in judged if r.verdict != "ok"]
+    line = f"goals: {len(judged) - len(missed)} of {len(judged)} met"
+    return line + (f"; MISSED: {'; '.join(missed)}" if missed else "")
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="few iterations (a rough number in seconds)")
     p.add_argument("--compile", action="store_true",
                    help="also time the torch.compile path where a benchmark has one (gpt)")
     p.add_argument("--only", action="append", choices=sorted(BENCHMARKS), metavar="NAME",
                    help=f"run only this benchmark ({', '.join(sorted(BENCHMARKS))}); repeatable")
+    p.add_argument("--threads", type=int, default=1, metavar="N",
+                   help="torch threads (default: %(default)s, both sides of every comparison)")
     p.add_argument("--out", default=str(ROOT / "runs" / "bench" / "results.json"),
                    help="where to write the JSON results (default: %(default)s)")
     args = p.parse_args(argv)
 
     import torch
 
+    torch.set_num_threads(max(1, args.threads))
     names = args.only or list(BENCHMARKS)
     meta: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -70,28 +96,32 @@ def main(argv: list[str] | None = None) -> int:
         "machine": platform.machine(),
         "quick": args.quick,
         "compile": args.compile,
-        # other load on the machine makes the absolute numbers noisy; the alternating
-        # executor comparison is meant to keep the ratio fair anyway
-        "loadavg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        # other work on the machine slows every figure; the comparisons alternate their
+        # sides so that it hits both, and each benchmark records the load it ran under
+        "loadavg_1m": load_average(),
     }
     print(f"tyr bench: {', '.join(names)}{' (quick)' if args.quick else ''}; "
           f"torch {meta['torch']}, {meta['torch_threads']} threads, {meta['cpus']} cpus, "
-          f"load {meta['loadavg_1m']}",
-          file=sys.stderr)
+          f"load {meta['loadavg_1m']}", file=sys.stderr)
     results: dict[str, Any] = {}
-    rows = []
+    rows: list[tuple[Row, str]] = []
+    t_all = time.perf_counter()
     for name in names:
-        t0 = time.perf_counter()
+        t0, load0 = time.perf_counter(), load_average()
         extra = {"compile": True} if args.compile and name in COMPILABLE else {}
         results[name] = BENCHMARKS[name].run(quick=args.quick, **extra)
         results[name]["wall_s"] = time.perf_counter() - t0
-        rows.extend(BENCHMARKS[name].rows(results[name]))
-        print(f"  {name}: {results[name]['wall_s']:.1f} s", file=sys.stderr)
-    print(_table(rows))
+        results[name]["load"] = [load0, load_average()]
+        load = "-".join(f"{x:.1f}" for x in results[name]["load"] if x is not None)
+        rows.extend((row, load) for row in BENCHMARKS[name].rows(results[name]))
+        print(f"  {name}: {results[name]['wall_s']:.1f} s, load {load}", file=sys.stderr)
+    meta["wall_s"] = time.perf_counter() - t_all
+    print(table(rows))
+    print(verdicts(rows))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"meta": meta, **results}, indent=1) + "\n", encoding="utf-8")
-    print(f"wrote {out}")
+    print(f"wrote {out} ({meta['wall_s']:.0f} s in all)")
     return 0
 
 

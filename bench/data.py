@@ -23,6 +23,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from bench import Row, judge
+
 SEQ_GOAL, PARQUET_GOAL = 0.95, 0.9
 BATCH, SEQ = 16, 1024
 
@@ -138,15 +140,16 @@ def run(*, quick: bool = False, scale: float = 1.0) -> dict[str, Any]:
                 "parquet": bench_parquet(Path(d), n_docs, trials)}
 
 
-def rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
-    """(what, median ms, p90 ms, note) lines for the printed table (p90 left empty)."""
+def rows(result: dict[str, Any]) -> list[Row]:
+    """The lines of the printed table: a pass's median ms, throughput, and tyr/plain (the
+    median of the per-trial ratios) against the goal."""
     out = []
     for key, what in (("sequential", "SequentialBatchIterator pass vs memmap slicing"),
                       ("parquet", "parquet -> tokens vs pyarrow + tokenizers loop")):
         s = result[key]
-        ok = "ok" if s["ratio"] >= s["goal_ratio"] else "UNDER GOAL"
-        out.append((f"data: {what}", f"{s['tyr_s'] * 1e3:.1f}", "",
-                    f"{s['tyr_tokens_per_s'] / 1e6:.1f} vs {s['plain_tokens_per_s'] / 1e6:.1f} "
-                    f"Mtok/s, ratio {s['ratio']:.3f}, pairs {s['pair_ratio_median']:.3f} "
-                    f"(goal >= {s['goal_ratio']}: {ok})"))
+        out.append(Row(f"data: {what}", f"{s['tyr_s'] * 1e3:.1f}",
+                       **judge(s["pair_ratio_median"], s["goal_ratio"], digits=3),
+                       note=f"{s['tyr_tokens_per_s'] / 1e6:.1f} vs "
+                            f"{s['plain_tokens_per_s'] / 1e6:.1f} Mtok/s; ratio of medians "
+                            f"{s['ratio']:.3f}; same output: {s['same_output']}"))
     return out

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from bench import ROOT, pair_result, pair_rows, summarize
+from bench import ROOT, Row, pair_result, pair_rows, summarize
 from bench.diffusion_plain import Diffusion, DiffusionConfig
 
 GOAL_RATIO = 0.97
@@ -126,7 +126,7 @@ def run(*, quick: bool = False, steps: int | None = None, warmup: int | None = N
         breakdown_iters: int | None = None, values: dict[str, Any] | None = None
         ) -> dict[str, Any]:
     """Time the pair on the recipe's model (or `values`); keywords override the counts."""
-    n, w = (30, 5) if quick else (120, 15)
+    n, w = (30, 5) if quick else (80, 10)
     n = steps if steps is not None else n
     w = warmup if warmup is not None else w
     bd = breakdown_iters if breakdown_iters is not None else n // 2
@@ -140,8 +140,8 @@ def run(*, quick: bool = False, steps: int | None = None, warmup: int | None = N
     }
 
 
-def rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
-    """(what, median ms, p90 ms, note) lines for the printed table."""
+def rows(result: dict[str, Any]) -> list[Row]:
+    """The lines of the printed table."""
     r = result["result"]
     v, c = r["values"], r["values"]["c"]
     label = f"diffusion: {c['n_layer']}L {c['n_head']}x{c['head_dim']}, b {v['b']} t {v['t']}"
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true")
     r = run(quick=p.parse_args(argv).quick)
     for row in rows(r):
-        print("  ".join(x for x in row if x))
+        print("  ".join(x for x in vars(row).values() if x))
     json.dump(r, sys.stdout, indent=1)
     print()
     return 0

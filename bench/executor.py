@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench import pair_result, pair_rows, summarize
+from bench import Row, pair_result, pair_rows, summarize
 from bench.checker import MLP_FILE, mlp_values
 
 GOAL_RATIO = 0.97
@@ -174,8 +174,8 @@ def run(*, quick: bool = False, steps: int | None = None, warmup: int | None = N
     return result
 
 
-def rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
-    """(what, median ms, p90 ms, note) lines for the printed table."""
+def rows(result: dict[str, Any]) -> list[Row]:
+    """The lines of the printed table."""
     out = []
     for name, r in result["sizes"].items():
         v = r["values"]

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from bench import ROOT, pair_result, pair_rows, summarize
+from bench import ROOT, Row, pair_result, pair_rows, summarize
 from bench.flux_plain import Flux, FluxConfig
 
 GOAL_RATIO = 0.97
@@ -129,8 +129,8 @@ def run(*, quick: bool = False, steps: int | None = None, warmup: int | None = N
             "modes": {"eager": bench_pair(values, steps=n, warmup=w, forward_iters=n // 2)}}
 
 
-def rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
-    """(what, median ms, p90 ms, note) lines for the printed table."""
+def rows(result: dict[str, Any]) -> list[Row]:
+    """The lines of the printed table."""
     out = []
     for mode, r in result["modes"].items():
         v, c = r["values"], r["values"]["c"]
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     r = run(quick=args.quick)
     for row in rows(r):
-        print("  ".join(x for x in row if x))
+        print("  ".join(x for x in vars(row).values() if x))
     json.dump(r, sys.stdout, indent=1)
     print()
     return 0

@@ -7,33 +7,43 @@ module's weights (`load_from_tyr`), so both do the same arithmetic: losses are c
 by step and the parameters at the end, as evidence. A training step is forward + `zero_grad`
 + backward + AdamW step with nanoGPT's optimizer set-up (lr 1e-3, betas (0.9, 0.99), weight
 decay 0.1 on rank >= 2). The Tyr side steps with the optimizer `tyr train` builds
-(`pytyr.train.optim.make_optimizers`: AdamW, fused where torch has it); the plain side twice:
-with torch's default AdamW (what nanoGPT does) and with `AdamW(fused=True)` (the best a plain
-user can do). All sides see the same sequence of random token batches. Steps ALTERNATE between
-the sides, the order rotated every round, after a warm-up, so drift in machine speed hits all.
+(`pytyr.train.optim.make_optimizers`: `FusedAdamW`, torch's fused kernel with a lean step);
+the plain side twice: with torch's default AdamW (what nanoGPT does on CPU) and with
+`AdamW(fused=True)` (the best a plain user can do). A fourth side is Tyr with torch's own
+`AdamW(fused=True)`: what the lean step adds, measured on its own. All sides see the same
+sequence of random token batches. Steps ALTERNATE between the sides, the order rotated every
+round, after a warm-up, so drift in machine speed hits all; each step is timed by the wall
+clock and by the thread's CPU time (which other processes on the machine do not inflate).
 
-Reported: median ms per step each, `plain/tyr` against default AdamW (goal >= 0.97) and
-against fused AdamW (goal >= 1.0), the median of the per-round ratios, and the forward alone /
-`_check_inputs` breakdown. `--compile` (via
-`python -m bench.gpt --compile`) also times both sides under `torch.compile`, or says why not.
+Reported: median ms per step each, `plain/tyr` as the median of the per-round ratios against
+default AdamW (goal >= 1.10) and against fused AdamW (goal >= 1.0), the lean step's share, the
+forward alone / `_check_inputs` breakdown, and the fraction of this CPU's 512x512 f32 matmul
+rate the Tyr step reaches (goal >= 0.60): the step's FLOPs (the matmuls as counted by
+`torch.utils.flop_counter`, attention as PaLM's 12·b·h·t²·d per layer) per second over
+the GFLOP/s of a 512x512 @ 512x512 matmul timed in the same rounds. `--compile` (via
+`python -m bench.gpt --compile`) also times the sides under `torch.compile`, or says why not.
 """
 from __future__ import annotations
 
 import argparse
 import gc
 import json
+import statistics
 import sys
 import time
+from dataclasses import replace
 from typing import Any
 
 import torch
 from torch import nn
 
-from bench import ROOT, pair_result, pair_rows, summarize
+from bench import ROOT, Row, judge, pair_result, pair_rows, summarize
 from bench.nanogpt import GPT, GPTConfig, load_from_tyr, tyr_to_plain_key
 
-GOAL_RATIO = 0.97  # plain nanoGPT (default AdamW) / tyr
+GOAL_RATIO = 1.10  # plain nanoGPT (default AdamW) / tyr
 GOAL_FUSED = 1.0  # plain with AdamW(fused=True) / tyr
+GOAL_FRACTION = 0.60  # the Tyr step's GFLOP/s over a 512x512 matmul's
+PROBE = 512  # the matmul whose rate is this CPU's reference
 GPT_FILE = ROOT / "examples" / "gpt" / "GPT.lean"
 LR, BETAS, WEIGHT_DECAY = 1e-3, (0.9, 0.99), 0.1
 N_BATCHES = 8  # distinct batches, cycled: enough variety, no data-loading cost in the timing
@@ -69,9 +79,13 @@ def batches(values: dict[str, Any], n: int, seed: int) -> list[tuple[torch.Tenso
     return out
 
 
+SIDES = ("tyr", "plain", "plain_fused", "tyr_torch_adamw")
+
+
 def _optimizer(module: nn.Module, side: str) -> torch.optim.Optimizer:
     """`tyr`: what `tyr train` builds for this recipe; `plain`: torch's default AdamW;
-    `plain_fused`: AdamW(fused=True). All with nanoGPT's groups (decay on rank >= 2)."""
+    `plain_fused` and `tyr_torch_adamw`: AdamW(fused=True). All with nanoGPT's groups (decay
+    on rank >= 2)."""
     from pytyr.config import load_dataclass
     from pytyr.train.optim import make_optimizers, param_groups
     from pytyr.train.settings import TrainConfig
@@ -82,7 +96,7 @@ def _optimizer(module: nn.Module, side: str) -> torch.optim.Optimizer:
         (opt,) = make_optimizers(module, cfg, torch.device("cpu"))
         return opt
     return torch.optim.AdamW(param_groups(module, WEIGHT_DECAY), lr=LR, betas=BETAS,
-                             fused=side == "plain_fused")
+                             fused=side != "plain")
 
 
 def _step(fwd: Any, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -93,10 +107,11 @@ def _step(fwd: Any, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor
     return loss
 
 
-def _timed(fn: Any, *args: Any) -> tuple[float, Any]:
-    t0 = time.perf_counter()
+def _timed(fn: Any, *args: Any) -> tuple[float, float, Any]:
+    """(wall seconds, this thread's CPU seconds, result) of one call."""
+    w0, c0 = time.perf_counter(), time.thread_time()
     out = fn(*args)
-    return time.perf_counter() - t0, out
+    return time.perf_counter() - w0, time.thread_time() - c0, out
 
 
 def _max_param_diff(tyr: nn.Module, plain: GPT) -> float:
@@ -104,45 +119,103 @@ def _max_param_diff(tyr: nn.Module, plain: GPT) -> float:
     return max(float((v - psd[tyr_to_plain_key(k)]).abs().max()) for k, v in tyr.state_dict().items())
 
 
+def step_flops(tyr: nn.Module, values: dict[str, Any], batch: tuple[torch.Tensor, ...]) -> int:
+    """FLOPs of one training step: the matmuls of forward + backward as torch's flop counter
+    counts them, and attention (which it does not count on CPU) as PaLM does: 12·b·h·t²·d per
+    causal_attention node (q kᵀ and p v, forward and the backward's twice that)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        tyr(*batch)[1].backward()
+    tyr.zero_grad(set_to_none=True)
+    attention = 0
+    for node in tyr.ir.nodes:
+        if node.op == "causal_attention":
+            b, h, t, d = node.shape
+            attention += 12 * b * h * t * t * d
+    return counter.get_total_flops() + attention
+
+
+def _probe() -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(0)
+    return (torch.randn(PROBE, PROBE, generator=gen), torch.randn(PROBE, PROBE, generator=gen))
+
+
 def bench_pair(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0,
                breakdown_iters: int = 0, compile: bool = False) -> dict[str, Any]:
-    """Alternating training steps of the three sides (tyr, plain, plain_fused); returns the
-    tyr/plain record with the tyr/plain_fused one under `fused`. `compile` wraps every
-    forward in torch.compile."""
+    """Alternating training steps of the sides (SIDES; without the ablation when compiled)
+    and a 512² matmul per round; returns the tyr/plain record with the tyr/plain_fused one
+    under `fused`, the ablation under `lean_adamw` and the matmul fraction under `fraction`.
+    `compile` wraps every forward in torch.compile."""
+    sides = SIDES[:3] if compile else SIDES
     tyr, plain = build_pair(values, seed)
-    _, plain_fused = build_pair(values, seed)
-    mods = {"tyr": tyr, "plain": plain, "plain_fused": plain_fused}
+    mods: dict[str, nn.Module] = {"tyr": tyr, "plain": plain}
+    for side in sides[2:]:
+        t2, p2 = build_pair(values, seed)
+        mods[side] = t2 if side.startswith("tyr") else p2
     opts = {side: _optimizer(m, side) for side, m in mods.items()}
     fwds: dict[str, Any] = dict(mods)
     if compile:
         fwds = {side: torch.compile(m) for side, m in mods.items()}
     data = batches(values, N_BATCHES, seed + 1)
+    flops = step_flops(mods[sides[-1]], values, data[0])  # before its optimizer's first step
+    a, b = _probe()
 
-    sides = list(mods)
-    times: dict[str, list[float]] = {side: [] for side in sides}
-    diff = {"plain": 0.0, "plain_fused": 0.0}
+    wall: dict[str, list[float]] = {side: [] for side in (*sides, "matmul")}
+    cpu: dict[str, list[float]] = {side: [] for side in wall}
+    loss_diff = {side: 0.0 for side in sides[1:]}
     gc.collect()
     for i in range(warmup + steps):
         x, y = data[i % len(data)]
-        order = sides[i % 3:] + sides[:i % 3]
+        k = i % len(sides)
         losses = {}
-        for side in order:
-            dt, loss = _timed(_step, fwds[side], opts[side], x, y)
-            losses[side] = float(loss.detach())
+        for side in (*sides[k:], *sides[:k], "matmul"):
+            if side == "matmul":
+                dw, dc, _ = _timed(torch.mm, a, b)
+            else:
+                dw, dc, loss = _timed(_step, fwds[side], opts[side], x, y)
+                losses[side] = float(loss.detach())
             if i >= warmup:
-                times[side].append(dt)
-        for side in diff:
-            diff[side] = max(diff[side], abs(losses["tyr"] - losses[side]))
+                wall[side].append(dw)
+                cpu[side].append(dc)
+        for side in loss_diff:
+            loss_diff[side] = max(loss_diff[side], abs(losses["tyr"] - losses[side]))
 
     n = sum(q.numel() for q in tyr.parameters())
-    result = pair_result(values, n, steps, warmup, {"tyr": times["tyr"], "plain": times["plain"]},
-                         diff["plain"], _max_param_diff(tyr, plain))
-    result["fused"] = pair_result(values, n, steps, warmup,
-                                  {"tyr": times["tyr"], "plain": times["plain_fused"]},
-                                  diff["plain_fused"], _max_param_diff(tyr, plain_fused))
+
+    def pair(other: str) -> dict[str, Any]:
+        if other.startswith("tyr"):  # two Tyr modules: the same keys
+            theirs = mods[other].state_dict()
+            pdiff = max(float((v - theirs[k]).abs().max()) for k, v in tyr.state_dict().items())
+        else:
+            pdiff = _max_param_diff(tyr, mods[other])
+        r = pair_result(values, n, steps, warmup, {"tyr": wall["tyr"], "plain": wall[other]},
+                        loss_diff[other], pdiff)
+        r["cpu"] = pair_result(values, n, steps, warmup, {"tyr": cpu["tyr"], "plain": cpu[other]},
+                               loss_diff[other], r["max_param_diff"])
+        return r
+
+    result = pair("plain")
+    result["fused"] = pair("plain_fused")
+    if "tyr_torch_adamw" in mods:
+        result["lean_adamw"] = pair("tyr_torch_adamw")
+    result["fraction"] = _fraction(flops, wall, cpu)
     if breakdown_iters > 0:
         result["breakdown"] = _breakdown(fwds, tyr, data[0], breakdown_iters)
     return result
+
+
+def _fraction(flops: int, wall: dict[str, list[float]], cpu: dict[str, list[float]]
+              ) -> dict[str, Any]:
+    """The Tyr step's FLOP rate over the matmul's, by wall clock and by CPU time."""
+    mm = 2 * PROBE ** 3
+    out: dict[str, Any] = {"step_gflop": flops / 1e9, "probe": f"{PROBE}x{PROBE} @ {PROBE}x{PROBE}"}
+    for clock, t in (("wall", wall), ("cpu", cpu)):
+        step_rate = flops / statistics.median(t["tyr"]) / 1e9
+        mm_rate = mm / statistics.median(t["matmul"]) / 1e9
+        out[clock] = {"step_gflops": step_rate, "matmul_gflops": mm_rate,
+                      "fraction": step_rate / mm_rate}
+    return out
 
 
 def _breakdown(fwds: dict[str, Any], tyr: nn.Module, batch: tuple[torch.Tensor, torch.Tensor],
@@ -152,21 +225,21 @@ def _breakdown(fwds: dict[str, Any], tyr: nn.Module, batch: tuple[torch.Tensor, 
     for i in range(iters):
         order = ("tyr", "plain") if i % 2 == 0 else ("plain", "tyr")
         for side in order:
-            dt, _ = _timed(fwds[side], *batch)
-            fwd[side].append(dt)
+            fwd[side].append(_timed(fwds[side], *batch)[0])
     out: dict[str, Any] = {"forward_tyr_ms": summarize(fwd["tyr"])["median_ms"],
                            "forward_plain_ms": summarize(fwd["plain"])["median_ms"]}
     check = getattr(tyr, "_check_inputs", None)
     if check is not None:
-        out["check_inputs_us"] = summarize([_timed(check, batch)[0] for _ in range(iters)])["median_ms"] * 1e3
+        out["check_inputs_us"] = summarize(
+            [_timed(check, batch)[0] for _ in range(iters)])["median_ms"] * 1e3
     return out
 
 
 def run(*, quick: bool = False, steps: int | None = None, warmup: int | None = None,
         breakdown_iters: int | None = None, compile: bool = False,
         values: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Time the eager pair (and, with `compile`, the compiled pair); keywords override counts."""
-    n, w = (30, 5) if quick else (120, 15)
+    """Time the eager sides (and, with `compile`, the compiled ones); keywords override counts."""
+    n, w = (30, 5) if quick else (100, 10)
     n = steps if steps is not None else n
     w = warmup if warmup is not None else w
     bd = breakdown_iters if breakdown_iters is not None else n // 2
@@ -174,12 +247,13 @@ def run(*, quick: bool = False, steps: int | None = None, warmup: int | None = N
     result: dict[str, Any] = {
         "benchmark": "gpt",
         "goal_ratio": GOAL_RATIO,
+        "goal_fused": GOAL_FUSED,
+        "goal_fraction": GOAL_FRACTION,
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
-        "goal_fused": GOAL_FUSED,
         "optimizer": f"AdamW(lr={LR}, betas={BETAS}, weight_decay {WEIGHT_DECAY} on rank>=2); "
-                     f"tyr: as `tyr train` builds it (fused where available); plain: default "
-                     f"(foreach) and fused=True",
+                     f"tyr: as `tyr train` builds it (FusedAdamW); plain: default "
+                     f"(for-loop on CPU) and fused=True",
         "modes": {"eager": bench_pair(values, steps=n, warmup=w, breakdown_iters=bd)},
     }
     if compile:
@@ -193,18 +267,47 @@ def run(*, quick: bool = False, steps: int | None = None, warmup: int | None = N
     return result
 
 
-def rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
-    """(what, median ms, p90 ms, note) lines for the printed table."""
+def rows(result: dict[str, Any]) -> list[Row]:
+    """The lines of the printed table: ratios are medians of the per-round ratios."""
     out = []
     for mode, r in result["modes"].items():
         v, c = r["values"], r["values"]["c"]
         label = f"{mode}: {c['n_layer']}L {c['n_head']}x{c['head_dim']}, b {v['b']} t {v['t']}"
-        out += pair_rows(label, r, result["goal_ratio"], 2, prefix="gpt ")
-        if "fused" in r:
-            out += pair_rows(f"{mode} vs fused AdamW", r["fused"],
-                             result.get("goal_fused", GOAL_FUSED), 2, prefix="gpt ")[1:2]
+        lines = pair_rows(label, r, result["goal_ratio"], 2, prefix="gpt ")
+        cpu_ms = r["cpu"]["tyr"]["median_ms"]
+        lines[0] = replace(lines[0], note=lines[0].note + f"; cpu {cpu_ms:.1f} ms")
+        lines[1] = replace(lines[1], what=f"gpt train step plain, default AdamW [{mode}]",
+                           note=f"plain/tyr; cpu time {r['cpu']['pair_ratio_median']:.3f}")
+        out += lines[:2]
+        f = r["fused"]
+        out.append(Row(f"gpt train step plain, fused AdamW [{mode}]",
+                       f"{f['plain']['median_ms']:.2f}", f"{f['plain']['p90_ms']:.2f}",
+                       **judge(f["pair_ratio_median"], result.get("goal_fused", GOAL_FUSED),
+                               digits=3),
+                       note=f"plain/tyr; cpu time {f['cpu']['pair_ratio_median']:.3f}"))
+        if "lean_adamw" in r:
+            a = r["lean_adamw"]
+            out.append(Row(f"  gpt tyr with torch's fused AdamW [{mode}]",
+                           f"{a['plain']['median_ms']:.2f}", f"{a['plain']['p90_ms']:.2f}",
+                           ratio=f"{a['pair_ratio_median']:.3f}",
+                           note=f"FusedAdamW's lean step: x{a['pair_ratio_median']:.3f} "
+                                f"(cpu time x{a['cpu']['pair_ratio_median']:.3f})"))
+        fr = r.get("fraction")
+        if fr:
+            wall, cpu = fr["wall"], fr["cpu"]
+            out.append(Row(f"  gpt step GFLOP/s / {fr['probe']} matmul's [{mode}]",
+                           **judge(wall["fraction"], result.get("goal_fraction", GOAL_FRACTION)),
+                           note=f"{fr['step_gflop']:.2f} GFLOP a step: {wall['step_gflops']:.1f} "
+                                f"vs {wall['matmul_gflops']:.1f} GFLOP/s (cpu time "
+                                f"{cpu['step_gflops']:.1f} vs {cpu['matmul_gflops']:.1f}, "
+                                f"{cpu['fraction']:.2f})"))
+        same = lines[-1]
+        lines[-1] = replace(same, note=f"vs default AdamW: {same.note}; vs fused AdamW: max "
+                                       f"|loss diff| {f['max_loss_diff']:.1e}, max |param diff| "
+                                       f"{f['max_param_diff']:.1e}")
+        out += lines[2:]
     if "compile_error" in result:
-        out.append(("  gpt torch.compile", "", "", f"skipped: {result['compile_error']}"))
+        out.append(Row("  gpt torch.compile", note=f"skipped: {result['compile_error']}"))
     return out
 
 
@@ -212,11 +315,11 @@ def main(argv: list[str] | None = None) -> int:
     """`python -m bench.gpt [--quick] [--compile]`: this benchmark alone, results as JSON on stdout."""
     p = argparse.ArgumentParser(prog="python -m bench.gpt", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--compile", action="store_true", help="also time both sides under torch.compile")
+    p.add_argument("--compile", action="store_true", help="also time the sides under torch.compile")
     args = p.parse_args(argv)
     r = run(quick=args.quick, compile=args.compile)
     for row in rows(r):
-        print("  ".join(x for x in row if x))
+        print("  ".join(x for x in vars(row).values() if x))
     json.dump(r, sys.stdout, indent=1)
     print()
     return 0

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from bench import ROOT, summarize
+from bench import ROOT, Row, judge, summarize
 
 GPT_FILE = ROOT / "examples" / "gpt" / "GPT.lean"
 
@@ -202,9 +202,9 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     return result
 
 
-def rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+def rows(result: dict[str, Any]) -> list[Row]:
     if "skipped" in result:
-        return [("kernels", "", "", f"skipped: {result['skipped']}")]
+        return [Row("kernels", note=f"skipped: {result['skipped']}")]
     out = []
     for r in result["kernels"]:
         for phase in ("fwd", "fwd+bwd"):
@@ -212,20 +212,18 @@ def rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             rate = (f"{p['kernel_tflops']:.1f} / {p['torch_tflops']:.1f} TFLOP/s"
                     if p["kernel_tflops"] else
                     f"{p['kernel_gbs']:.0f} / {p['torch_gbs']:.0f} GB/s")
-            verdict = "ok" if p["ratio"] >= r["goal"] else "BELOW GOAL"
-            out.append((f"{r['name']} {phase} kernel", f"{p['kernel']['median_ms']:.3f}",
-                        f"{p['kernel']['p90_ms']:.3f}", rate))
-            out.append((f"{r['name']} {phase} torch", f"{p['torch']['median_ms']:.3f}",
-                        f"{p['torch']['p90_ms']:.3f}",
-                        f"torch/kernel {p['ratio']:.2f} (pairs {p['pair_ratio_median']:.2f}); "
-                        f"goal >= {r['goal']}: {verdict}"))
+            out.append(Row(f"{r['name']} {phase} kernel", f"{p['kernel']['median_ms']:.3f}",
+                           f"{p['kernel']['p90_ms']:.3f}", note=rate))
+            out.append(Row(f"{r['name']} {phase} torch", f"{p['torch']['median_ms']:.3f}",
+                           f"{p['torch']['p90_ms']:.3f}", **judge(p["ratio"], r["goal"]),
+                           note=f"torch/kernel (pairs {p['pair_ratio_median']:.2f})"))
     g = result["gpt"]
-    verdict = "ok" if g["ratio"] >= g["goal"] else "BELOW GOAL"
-    out.append((f"{g['name']} kernels", f"{g['kernel']['median_ms']:.2f}",
-                f"{g['kernel']['p90_ms']:.2f}", f"max |loss diff| {g['max_loss_diff']:.1e}"))
-    out.append((f"{g['name']} torch", f"{g['torch']['median_ms']:.2f}",
-                f"{g['torch']['p90_ms']:.2f}",
-                f"torch/kernels {g['ratio']:.2f}; goal >= {g['goal']}: {verdict}"))
+    out.append(Row(f"{g['name']} kernels", f"{g['kernel']['median_ms']:.2f}",
+                   f"{g['kernel']['p90_ms']:.2f}",
+                   note=f"max |loss diff| {g['max_loss_diff']:.1e}"))
+    out.append(Row(f"{g['name']} torch", f"{g['torch']['median_ms']:.2f}",
+                   f"{g['torch']['p90_ms']:.2f}", **judge(g["ratio"], g["goal"]),
+                   note="torch/kernels"))
     return out
 
 
@@ -235,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true")
     r = run(quick=p.parse_args(argv).quick)
     for row in rows(r):
-        print("  ".join(x for x in row if x))
+        print("  ".join(x for x in vars(row).values() if x))
     json.dump(r, sys.stdout, indent=1)
     print()
     return 0

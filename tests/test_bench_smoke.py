@@ -13,8 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `bench` is a top-level package of the repository, not installed
     sys.path.insert(0, str(ROOT))
 
-from bench import checker, executor, gpt, percentile, summarize  # noqa: E402
-from bench.__main__ import main  # noqa: E402
+from bench import Row, checker, executor, gpt, judge, percentile, summarize  # noqa: E402
+from bench.__main__ import main, table, verdicts  # noqa: E402
 
 STAT_KEYS = {"n", "median_ms", "p90_ms", "min_ms", "mean_ms"}
 
@@ -52,7 +52,7 @@ def test_checker_results_well_formed():
     _stats_ok(g["validate"], 2)
     assert r["scale"]["ratio"] > 0 and [b["layers"] for b in r["model_build"]] == [4, 12, 32]
     assert r["model_build"][1]["nodes"] > r["model_build"][0]["nodes"]
-    assert all(len(row) == 4 for row in checker.rows(r))
+    _rows_ok(checker.rows(r))
     json.dumps(r)
 
 
@@ -73,7 +73,7 @@ def test_executor_results_well_formed():
         assert s["max_loss_diff"] <= 1e-5 and s["max_param_diff"] <= 1e-5
         bd = s["breakdown"]
         assert _positive(bd["forward_tyr_ms"]) and _positive(bd["forward_plain_ms"])
-    assert all(len(row) == 4 for row in executor.rows(r))
+    _rows_ok(executor.rows(r))
     json.dumps(r)
 
 
@@ -84,14 +84,43 @@ def test_gpt_results_well_formed():
                       "dropout": 0.0} and (v["b"], v["t"]) == (12, 64)
     tiny = gpt.gpt_values(vocab=11, block=8, n_layer=1, n_head=2, head_dim=4, b=2, t=8)
     r = gpt.run(steps=2, warmup=1, breakdown_iters=2, values=tiny)
-    assert r["benchmark"] == "gpt" and r["goal_ratio"] == 0.97 and set(r["modes"]) == {"eager"}
+    assert r["benchmark"] == "gpt" and r["goal_ratio"] == 1.10 and set(r["modes"]) == {"eager"}
     s = r["modes"]["eager"]
-    _stats_ok(s["tyr"], 2)
-    _stats_ok(s["plain"], 2)
-    assert _positive(s["ratio"]) and _positive(s["pair_ratio_median"]) and _positive(s["params"])
+    for rec in (s, s["fused"], s["lean_adamw"], s["cpu"]):
+        _stats_ok(rec["tyr"], 2)
+        _stats_ok(rec["plain"], 2)
+        assert _positive(rec["ratio"]) and _positive(rec["pair_ratio_median"])
+    # the same math on every side: default vs fused AdamW differ by float rounding only
     assert s["max_loss_diff"] <= 1e-6 and s["max_param_diff"] <= 1e-6
-    assert all(len(row) == 4 for row in gpt.rows(r))
+    assert s["lean_adamw"]["max_loss_diff"] == 0 and s["lean_adamw"]["max_param_diff"] == 0
+    fr = s["fraction"]
+    # 1 layer, b 2, t 8, width 8, vocab 11: 6 x (3·8·8 + 8·8 + 2·32·8 + 11·8) x 16 tokens,
+    # plus attention 12·b·h·t²·d
+    assert fr["step_gflop"] * 1e9 == pytest.approx(6 * 856 * 16 + 12 * 2 * 2 * 64 * 4)
+    assert _positive(fr["wall"]["fraction"]) and _positive(fr["cpu"]["matmul_gflops"])
+    _rows_ok(gpt.rows(r), goals=3)
     json.dumps(r)
+
+
+def _rows_ok(rows: list, goals: int | None = None) -> None:
+    assert rows and all(isinstance(r, Row) and r.what for r in rows)
+    judged = [r for r in rows if r.verdict]
+    assert all(r.goal and r.ratio and r.verdict in ("ok", "MISSED") for r in judged)
+    if goals is not None:
+        assert len(judged) == goals
+
+
+def test_judge_and_the_closing_line():
+    assert judge(1.12, 1.1) == {"ratio": "1.12", "goal": ">= 1.1", "verdict": "ok"}
+    assert judge(0.5, 0.6)["verdict"] == "MISSED"
+    assert judge(120.0, 100.0, at_most=True, digits=0) == {"ratio": "120", "goal": "<= 100",
+                                                            "verdict": "MISSED"}
+    rows = [(Row("a", "1.0", **judge(1.2, 1.0)), "1.5-1.7"), (Row("b", note="no goal"), "1.5"),
+            (Row("c", **judge(0.8, 0.95)), "2.0")]
+    text = table(rows)
+    assert text.splitlines()[0].split()[:3] == ["benchmark", "median", "ms"]
+    assert "1.5-1.7" in text and "MISSED" in text
+    assert verdicts(rows) == "goals: 1 of 2 met; MISSED: c"
 
 
 def test_plain_mlp_matches_tyr_module():
@@ -112,5 +141,24 @@ def test_main_writes_json(tmp_path, monkeypatch, capsys):
     assert main(["--quick", "--only", "checker", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
     assert {"meta", "checker"} <= set(data) and "executor" not in data
-    assert data["meta"]["quick"] is True
-    assert "tyr check" in capsys.readouterr().out
+    assert data["meta"]["quick"] is True and data["meta"]["torch_threads"] == 1
+    assert len(data["checker"]["load"]) == 2
+    out = capsys.readouterr().out
+    assert "tyr check" in out and "goals: " in out
+
+
+def test_kernel_rows_judge_each_kernel_and_the_gpt_step():
+    # a record of the shape bench.kernels.run makes on a GPU (none here): every kernel phase
+    # and the GPT step get a verdict against their goal
+    from bench import kernels
+
+    stats = {"n": 3, "median_ms": 1.0, "p90_ms": 1.2, "min_ms": 0.9, "mean_ms": 1.0}
+    phase = {"kernel": stats, "torch": stats, "ratio": 0.8, "pair_ratio_median": 0.8,
+             "kernel_tflops": 1.5, "torch_tflops": 1.2, "kernel_gbs": None, "torch_gbs": None}
+    r = {"kernels": [{"name": "attention", "goal": 0.7, "fwd": phase, "fwd+bwd": phase}],
+         "gpt": {"name": "gpt train step", "kernel": stats, "torch": stats, "ratio": 1.1,
+                 "goal": 1.0, "max_loss_diff": 1e-6}}
+    rows = kernels.rows(r)
+    _rows_ok(rows, goals=3)
+    assert [row.verdict for row in rows if row.verdict] == ["ok", "ok", "ok"]
+    assert kernels.rows({"skipped": "no CUDA"})[0].note == "skipped: no CUDA"

@@ -347,3 +347,29 @@ def test_forward_is_generated_code(signatures):
     module = build_module(load_graph(mlp(2), signatures))
     code = module._fx.code
     assert "relu" in code and "cross_entropy" in code and "linear" in code
+
+
+@pytest.mark.parametrize("p", [0.0, 0.5])
+def test_dropout_of_zero_is_no_call_and_an_output_still(signatures, p):
+    # p = 0 is the identity while training too: no dropout call (nor a `p * training` for
+    # attention); p > 0 keeps both. The dropped value may still be an output.
+    g = GraphBuilder()
+    x = g.input("x", [2, 1, 4, 2])
+    d = g.node("dropout", [x], [2, 1, 4, 2], p=p)
+    a = g.node("causal_attention", [d, d, d], [2, 1, 4, 2], p=p)
+    g.output("d", d)
+    g.output("a", a)
+    module = build_module(load_graph(g.build(), signatures))
+    code = module._fx.code
+    assert ("dropout(" in code, f"{p} * training" in code) == (p > 0, p > 0)
+    xs = torch.randn(2, 1, 4, 2)
+    module.train()
+    torch.manual_seed(0)
+    out_d, out_a = module(xs)
+    if p == 0:
+        assert torch.equal(out_d, xs)
+        torch.testing.assert_close(out_a, _causal(xs, xs, xs), **TOL)
+    else:
+        assert not torch.equal(out_d, xs)
+    module.eval()
+    assert torch.equal(module(xs)[0], xs)

@@ -13,7 +13,7 @@ import torch
 
 from pytyr.safetensors import (DType, SafeTensorsError, SafeTensorsFile, load_file, parse_bytes,
                                read_header, write_file)
-from pytyr.safetensors import reader as reader_mod
+from pytyr.safetensors import header as header_mod
 
 # Written by safetensors.torch.save({"w": [[1., -2.]], "i": [7] (int64), "h": 0.5 (f16,
 # rank 0)}, metadata={"format": "pt"}): the reference layout, frozen.
@@ -185,7 +185,7 @@ def test_introspection_reads_only_the_header(tmp_path, monkeypatch):
         def __exit__(self, *e):
             self.f.close()
 
-    monkeypatch.setattr(reader_mod, "open", lambda p, m: Counting(real_open(p, m)), raising=False)
+    monkeypatch.setattr(header_mod, "open", lambda p, m: Counting(real_open(p, m)), raising=False)
     h = read_header(path)
     assert set(h.tensors) == {"big", "small"}
     assert sum(read_bytes) == h.data_start < 1000
@@ -209,7 +209,8 @@ def test_bench_runs_small(tmp_path):
 
     r = safetensors_load.run(size_mb=4, iters=1)
     assert r["benchmark"] == "safetensors" and r["headers"]["tensors"] == 1000
-    for key in ("open", "touch", "headers"):
-        assert r[key]["ratio"] > 0
-    assert all(len(row) == 4 for row in safetensors_load.rows(r))
+    for m in (r["open"], r["touch"], r["headers"], r["headers"]["cold"]):
+        assert m["ratio"] > 0 and m["pair_ratio_median"] > 0
+    rows = safetensors_load.rows(r)
+    assert len(rows) == 8 and sum(1 for row in rows if row.verdict) == 3
     json.dumps(r)

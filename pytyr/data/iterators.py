@@ -97,7 +97,10 @@ class _Rows:
 
     def __init__(self, arrays: list[np.ndarray], names: list[str], seq: int,
                  bos_id: int | None):
-        self.arrays, self.names, self.seq, self.bos_id = arrays, names, seq, bos_id
+        # Plain ndarray views of the memmaps: a memmap's slicing runs Python code of its own
+        # (numpy's __getitem__ and __array_finalize__), as long as the copy of a batch.
+        self.arrays = [np.asarray(a) for a in arrays]
+        self.names, self.seq, self.bos_id = names, seq, bos_id
         if bos_id is None:
             self.starts = None
             self.counts = [max(0, (len(a) - 1) // seq) for a in arrays]
@@ -171,12 +174,13 @@ class SequentialBatchIterator:
         shard = bisect.bisect_right(self._first_step, k) - 1
         first = ((k - self._first_step[shard]) * self.world + self.rank) * self.batch
         if self._rows.starts is None:
-            # the fast path: one contiguous read, x and y are views of one buffer
-            t = self.seq * self.batch
-            buf = torch.from_numpy(np.asarray(
-                self._rows.arrays[shard][first * self.seq:first * self.seq + t + 1],
-                dtype=np.int64))
-            x, y = buf[:-1].view(self.batch, self.seq), buf[1:].view(self.batch, self.seq)
+            # the fast path: one contiguous read, x and y are views of one buffer (made by
+            # numpy: a torch slice and view cost as much again as the read)
+            begin, shape = first * self.seq, (self.batch, self.seq)
+            buf = np.asarray(self._rows.arrays[shard][begin:begin + self.seq * self.batch + 1],
+                             dtype=np.int64)
+            x = torch.from_numpy(buf[:-1].reshape(shape))
+            y = torch.from_numpy(buf[1:].reshape(shape))
         else:
             rows = torch.from_numpy(self._rows.rows(shard, first, self.batch))
             x, y = rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
@@ -263,7 +267,7 @@ class BatchIterator:
             table.sort()
         if not table:
             raise DataError(f"{', '.join(names)}: too few tokens for one row of {seq + 1}")
-        self._arrays, self._names = arrays, names
+        self._arrays, self._names = rows.arrays, names
         self._table = np.asarray(table, dtype=np.int64)
         mine = np.arange(rank, len(table), world)
         if last == "drop":

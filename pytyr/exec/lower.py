@@ -201,7 +201,8 @@ def _lower(graph: Graph, kernels: str | None = None) -> fx.GraphModule:
             value = lowering(cx, args, node.attrs, types, node.type)
         except (KeyError, TypeError, ValueError) as e:
             raise ExecError(f"{describe(node)}: cannot lower its attrs {node.attrs}: {e!r}") from e
-        value.meta["tyr_node"] = node
+        if value.meta.get("tyr_node") is None:  # a lowering may return its input (a no-op)
+            value.meta["tyr_node"] = node
         env[node.name] = value
     try:
         results = tuple(env[o.ref] for o in graph.outputs)

@@ -80,7 +80,15 @@ def _third(cx: Lower, args, attrs, types, out) -> fx.Node:
 
 
 def _dropout(cx: Lower, args, attrs, types, out) -> fx.Node:
+    if float(attrs["p"]) == 0.0:  # the identity, in training too: no call at all
+        return args[0]
     return cx.g.call_function(F.dropout, (args[0],), {"p": float(attrs["p"]), "training": cx.training})
+
+
+def _dropout_p(cx: Lower, attrs) -> fx.Node | float:
+    # an attention's dropout probability: p while training, 0 in eval; 0 stays a constant
+    p = float(attrs["p"])
+    return 0.0 if p == 0.0 else cx.g.call_function(operator.mul, (p, cx.training))
 
 
 def _rms_norm(cx: Lower, args, attrs, types, out) -> fx.Node:
@@ -216,15 +224,14 @@ def _merge_heads(cx: Lower, args, attrs, types, out) -> fx.Node:
 
 def _causal_attention(cx: Lower, args, attrs, types, out) -> fx.Node:
     # q, k, v: [b, h, t, d] -> softmax(q kᵀ / √d + causal mask) v: [b, h, t, d]
-    p = cx.g.call_function(operator.mul, (float(attrs["p"]), cx.training))
     return cx.g.call_function(F.scaled_dot_product_attention, tuple(args),
-                              {"dropout_p": p, "is_causal": True})
+                              {"dropout_p": _dropout_p(cx, attrs), "is_causal": True})
 
 
 def _bidirectional_attention(cx: Lower, args, attrs, types, out) -> fx.Node:
     # q, k, v: [b, h, t, d] -> softmax(q kᵀ / √d) v: [b, h, t, d], no mask
-    p = cx.g.call_function(operator.mul, (float(attrs["p"]), cx.training))
-    return cx.g.call_function(F.scaled_dot_product_attention, tuple(args), {"dropout_p": p})
+    return cx.g.call_function(F.scaled_dot_product_attention, tuple(args),
+                              {"dropout_p": _dropout_p(cx, attrs)})
 
 
 def _padded_attention(cx: Lower, args, attrs, types, out) -> fx.Node:
@@ -235,9 +242,8 @@ def _padded_attention(cx: Lower, args, attrs, types, out) -> fx.Node:
     b, t = types[3].shape
     real = cx.g.call_function(torch.ne, (keep, 0))
     mask = cx.g.call_method("view", (real, b, 1, 1, t))
-    p = cx.g.call_function(operator.mul, (float(attrs["p"]), cx.training))
     return cx.g.call_function(F.scaled_dot_product_attention, (q, k, v),
-                              {"attn_mask": mask, "dropout_p": p})
+                              {"attn_mask": mask, "dropout_p": _dropout_p(cx, attrs)})
 
 
 def _cross_entropy2(cx: Lower, args, attrs, types, out) -> fx.Node:

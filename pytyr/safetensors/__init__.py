@@ -9,7 +9,8 @@ memory-mapped and handed out without copying where dtype and alignment allow.
     load_model(module, "ckpt/")               # every mismatch listed before anything is copied
     save_model(module, "ckpt/", max_shard_size="2GB")
 
-Modules, in data-flow order: `dtypes` (DType), `reader` (one file), `sharded` (directories and
+Modules, in data-flow order: `dtypes` (DType), `header` (one file's header, validated and
+kept while the file is unchanged), `reader` (one file's data), `sharded` (directories and
 indexes), `schema` (specs, tree, snapshots), `loaders` (Weights, model fit), `writer` (atomic
 saves), `provide` (generated typed modules), `commands` (`tyr safetensors ...`).
 """

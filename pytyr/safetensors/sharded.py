@@ -16,8 +16,8 @@ from typing import Any
 
 from pytyr.errors import SafeTensorsError
 
-from .reader import (MAX_HEADER, DuplicateKey, SafeTensorsFile, TensorInfo, no_duplicate_pairs,
-                     read_header)
+from .reader import (MAX_HEADER, DuplicateKey, Header, SafeTensorsFile, TensorInfo,
+                     no_duplicate_pairs, read_header)
 
 INDEX_NAME = "model.safetensors.index.json"
 
@@ -113,7 +113,10 @@ def _read_index(index: Path) -> tuple[dict[str, str], dict[str, Any]]:
     try:
         if index.stat().st_size > MAX_HEADER:
             raise bad("index-not-json", f"the index is over {MAX_HEADER:,} bytes")
-        obj = json.loads(index.read_bytes().decode("utf-8"), object_pairs_hook=no_duplicate_pairs)
+        text = index.read_bytes().decode("utf-8")
+        obj = _fast_index(text)
+        if obj is None:  # anything unusual: parsed again, every object checked for repeats
+            obj = json.loads(text, object_pairs_hook=no_duplicate_pairs)
     except DuplicateKey as d:
         raise bad("duplicate-name", f"the key {d.key!r} appears twice in the index")
     except OSError as e:
@@ -123,9 +126,9 @@ def _read_index(index: Path) -> tuple[dict[str, str], dict[str, Any]]:
     if not isinstance(obj, dict) or not isinstance(obj.get("weight_map"), dict):
         raise bad("index-malformed", "the index has no 'weight_map' object")
     wmap = obj["weight_map"]
-    for name, file in wmap.items():
-        if not isinstance(file, str):
-            raise bad("index-malformed", f"weight_map[{name!r}] is not a file name")
+    if not set(map(type, wmap.values())) <= {str}:
+        name = next(n for n, file in wmap.items() if not isinstance(file, str))
+        raise bad("index-malformed", f"weight_map[{name!r}] is not a file name")
     meta = obj.get("metadata", {})
     if not isinstance(meta, dict):
         raise bad("index-malformed", "'metadata' is not an object")
@@ -133,6 +136,29 @@ def _read_index(index: Path) -> tuple[dict[str, str], dict[str, Any]]:
     if type(size) is not int or size < 0:
         raise bad("index-malformed", "metadata.total_size is not a non-negative integer")
     return wmap, meta
+
+
+def _fast_index(text: str) -> dict[str, Any] | None:
+    """The index parsed with no Python hook (objects as tuples of pairs), when it is the usual
+    {weight_map: {name: file}, metadata: {key: scalar}} with no key twice; else None."""
+    try:
+        top = json.loads(text, object_pairs_hook=tuple)
+    except (ValueError, RecursionError):
+        return None
+    if type(top) is not tuple:
+        return None
+    obj = dict(top)
+    if len(obj) != len(top):
+        return None
+    for key, value in obj.items():
+        if type(value) is tuple:
+            inner = dict(value)
+            if len(inner) != len(value) or set(map(type, inner.values())) & {tuple, list}:
+                return None
+            obj[key] = inner
+        elif type(value) is list:
+            return None
+    return obj
 
 
 def shard_path(directory: Path, rel: str, source: Path) -> Path:
@@ -166,26 +192,42 @@ def _from_index(directory: Path, index: Path) -> Checkpoint:
     for rel in sorted(set(wmap.values())):
         p = shard_path(directory, rel, index)
         canon[rel] = by_real.setdefault(p.resolve(), p)
-    shard_of = {name: canon[rel] for name, rel in wmap.items()}
-    headers = {p: read_header(p) for p in sorted(set(shard_of.values()))}
+    headers = {p: read_header(p) for p in sorted(set(canon.values()))}
+    entries_of = {rel: headers[p].tensors for rel, p in canon.items()}  # str keys: fast
     problems: list[tuple[str, str]] = []
-    for name, p in shard_of.items():
-        if name not in headers[p].tensors:
-            problems.append(("tensor-missing-from-shard",
-                             f"tensor {name!r} is mapped to {p.name} but that shard lacks it"))
-    for p, h in headers.items():
-        for name in h.tensors:
-            if name not in shard_of:
-                problems.append(("tensor-not-in-index",
-                                 f"tensor {name!r} of {p.name} is not in the weight_map"))
-            elif shard_of[name] is not p:
-                problems.append(("tensor-in-two-shards",
-                                 f"tensor {name!r} is in {p.name} and mapped to "
-                                 f"{shard_of[name].name}"))
+    tensors: dict[str, TensorInfo] = {}
+    for name, rel in wmap.items():
+        info = entries_of[rel].get(name)
+        if info is None:
+            problems.append(("tensor-missing-from-shard", f"tensor {name!r} is mapped to "
+                             f"{canon[rel].name} but that shard lacks it"))
+        else:
+            tensors[name] = info
+    # Each tensor found above is in the shard it is mapped to; if the shards hold no more
+    # tensors than were found, they hold nothing else (no unmapped tensor, none in two).
+    if sum(len(h.tensors) for h in headers.values()) != len(tensors):
+        problems += _unmapped(headers, wmap, canon)
     _raise_gathered(index, problems)
-    tensors = {name: headers[p].tensors[name] for name, p in shard_of.items()}
+    shard_of = {name: canon[rel] for name, rel in wmap.items()}
     first = headers[min(headers)].metadata if headers else {}
     return Checkpoint(directory, tensors, shard_of, first, {"metadata": meta, "weight_map": wmap})
+
+
+def _unmapped(headers: dict[Path, Header], wmap: dict[str, str], canon: dict[str, Path]
+              ) -> list[tuple[str, str]]:
+    """The tensors of the shards that the weight_map does not map there."""
+    problems = []
+    for p, h in headers.items():
+        for name in h.tensors:
+            rel = wmap.get(name)
+            if rel is None:
+                problems.append(("tensor-not-in-index",
+                                 f"tensor {name!r} of {p.name} is not in the weight_map"))
+            elif canon[rel] is not p:
+                problems.append(("tensor-in-two-shards",
+                                 f"tensor {name!r} is in {p.name} and mapped to "
+                                 f"{canon[rel].name}"))
+    return problems
 
 
 def _from_glob(directory: Path) -> Checkpoint:

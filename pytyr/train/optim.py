@@ -1,4 +1,5 @@
-"""Optimizers of a run, from `TrainConfig`: fused AdamW, or Muon for matrices with AdamW.
+"""Optimizers of a run, from `TrainConfig`: fused AdamW (`adamw.FusedAdamW`, torch's kernel
+with a lean step), or Muon for matrices with AdamW.
 
 Every group carries its peak rate as `initial_lr`; `set_rate(optimizers, m)` sets each
 group's rate to `initial_lr * m`, so one schedule (`settings.lr_multiplier`) drives any mix
@@ -11,6 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from pytyr.train.adamw import FusedAdamW
 from pytyr.train.muon import make_optimizers as make_muon
 from pytyr.train.settings import TrainConfig
 
@@ -39,9 +41,9 @@ def make_optimizers(module: nn.Module, cfg: TrainConfig,
     betas = (cfg.beta1, cfg.beta2)
     fused = cfg.fused if cfg.fused is not None else fused_available(device)
     if cfg.optimizer == "adamw":
-        opts: list[torch.optim.Optimizer] = [torch.optim.AdamW(
-            param_groups(module, cfg.weight_decay), lr=cfg.lr, betas=betas, eps=cfg.eps,
-            fused=fused)]
+        adamw = FusedAdamW if fused else torch.optim.AdamW
+        opts: list[torch.optim.Optimizer] = [adamw(
+            param_groups(module, cfg.weight_decay), lr=cfg.lr, betas=betas, eps=cfg.eps)]
     else:
         m = cfg.muon
         opts = make_muon(module, embedding_names=m.embedding_names, head_names=m.head_names,
