@@ -253,3 +253,24 @@ def test_step_rng_slices_one_global_draw():
     halves = [StepRNG(7, 3, rank=r, world=2).rand(2, 2) for r in (0, 1)]
     assert torch.equal(torch.cat(halves), whole)
     assert not torch.equal(StepRNG(7, 4).rand(4, 2), whole)
+
+
+@pytest.mark.parametrize("precision", ["bfloat16", "float16"])
+def test_autocast_precisions_train_and_resume(tmp_path, precision):
+    def no_drop() -> BigramLM:
+        m = BigramLM()
+        m.drop.p = 0.0
+        return m
+
+    full = _train(no_drop(), tmp_path / "full", precision=precision, max_iters=12,
+                  lr_decay_iters=12, checkpoint_interval=6)
+    losses = _losses(full)
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0]
+    assert _losses(_train(no_drop(), tmp_path / "f32", max_iters=12, lr_decay_iters=12)) != losses
+    _train(no_drop(), tmp_path / "part", precision=precision, max_iters=6, lr_decay_iters=12)
+    resumed = _train(no_drop(), tmp_path / "part", resume=True, precision=precision,
+                     max_iters=12, lr_decay_iters=12)
+    assert _losses(resumed) == losses
+    if precision == "float16":  # the loss scaler's state is part of the checkpoint
+        state = json.loads((tmp_path / "part" / "ckpt" / "state.json").read_text())
+        assert "scale" in state["extra"]["scaler"]
