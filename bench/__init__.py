@@ -105,3 +105,54 @@ def summarize(samples_s: Sequence[float]) -> dict[str, float]:
         "min_ms": min(ms),
         "mean_ms": statistics.fmean(ms),
     }
+
+
+def timed(fn: Any, *args: Any) -> tuple[float, Any]:
+    """(seconds, result) of `fn(*args)`."""
+    import time
+
+    t0 = time.perf_counter()
+    out = fn(*args)
+    return time.perf_counter() - t0, out
+
+
+def train_step(fwd: Any, opt: Any, batch: Sequence[Any]) -> Any:
+    """One training step of a module returning (..., loss) on `batch`: the loss."""
+    loss = fwd(*batch)[1]
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def alternate_steps(values: Any, mods: dict[str, Any], opts: dict[str, Any],
+                    data: Sequence[Sequence[Any]], *, steps: int, warmup: int,
+                    forward_iters: int = 0) -> dict[str, Any]:
+    """Training steps of the `tyr` and `plain` sides (same state-dict keys) alternating, the
+    order flipped every round, after `warmup` rounds: the `pair_result` record, with the
+    forward alone under `breakdown` when `forward_iters` > 0."""
+    import gc
+
+    times: dict[str, list[float]] = {"tyr": [], "plain": []}
+    max_loss_diff = 0.0
+    gc.collect()
+    for i in range(warmup + steps):
+        losses = {}
+        for side in (("tyr", "plain") if i % 2 == 0 else ("plain", "tyr")):
+            dt, loss = timed(train_step, mods[side], opts[side], data[i % len(data)])
+            losses[side] = float(loss.detach())
+            if i >= warmup:
+                times[side].append(dt)
+        max_loss_diff = max(max_loss_diff, abs(losses["tyr"] - losses["plain"]))
+    tyr, psd = mods["tyr"], mods["plain"].state_dict()
+    max_param_diff = max(float((v - psd[k]).abs().max()) for k, v in tyr.state_dict().items())
+    result = pair_result(values, sum(q.numel() for q in tyr.parameters()), steps, warmup,
+                         times, max_loss_diff, max_param_diff)
+    if forward_iters > 0:
+        fwd: dict[str, list[float]] = {"tyr": [], "plain": []}
+        for i in range(forward_iters):
+            for side in (("tyr", "plain") if i % 2 == 0 else ("plain", "tyr")):
+                fwd[side].append(timed(mods[side], *data[0])[0])
+        result["breakdown"] = {"forward_tyr_ms": summarize(fwd["tyr"])["median_ms"],
+                               "forward_plain_ms": summarize(fwd["plain"])["median_ms"]}
+    return result

@@ -15,16 +15,14 @@ ratios, the forward alone, and the same-math check.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import sys
-import time
 from typing import Any
 
 import torch
 from torch import nn
 
-from bench import ROOT, Row, pair_result, pair_rows, summarize
+from bench import ROOT, Row, alternate_steps, pair_rows
 from bench.diffusion_plain import Diffusion, DiffusionConfig
 
 GOAL_RATIO = 0.97
@@ -75,20 +73,6 @@ def _optimizer(module: nn.Module) -> torch.optim.Optimizer:
     return torch.optim.AdamW(param_groups(module, WEIGHT_DECAY), lr=LR, betas=BETAS)
 
 
-def _step(fwd: Any, opt: torch.optim.Optimizer, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
-    loss = fwd(*batch)[1]
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    opt.step()
-    return loss
-
-
-def _timed(fn: Any, *args: Any) -> tuple[float, Any]:
-    t0 = time.perf_counter()
-    out = fn(*args)
-    return time.perf_counter() - t0, out
-
-
 def bench_pair(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0,
                breakdown_iters: int = 0) -> dict[str, Any]:
     """Alternating training steps of both sides on the same batches."""
@@ -96,30 +80,8 @@ def bench_pair(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0
     mods = {"tyr": tyr, "plain": plain}
     opts = {side: _optimizer(m) for side, m in mods.items()}
     data = batches(values, N_BATCHES, seed + 1)
-    times: dict[str, list[float]] = {"tyr": [], "plain": []}
-    max_loss_diff = 0.0
-    gc.collect()
-    for i in range(warmup + steps):
-        batch = data[i % len(data)]
-        losses = {}
-        for side in (("tyr", "plain") if i % 2 == 0 else ("plain", "tyr")):
-            dt, loss = _timed(_step, mods[side], opts[side], batch)
-            losses[side] = float(loss.detach())
-            if i >= warmup:
-                times[side].append(dt)
-        max_loss_diff = max(max_loss_diff, abs(losses["tyr"] - losses["plain"]))
-    psd = plain.state_dict()
-    max_param_diff = max(float((v - psd[k]).abs().max()) for k, v in tyr.state_dict().items())
-    result = pair_result(values, sum(q.numel() for q in tyr.parameters()), steps, warmup,
-                         times, max_loss_diff, max_param_diff)
-    if breakdown_iters > 0:
-        fwd: dict[str, list[float]] = {"tyr": [], "plain": []}
-        for i in range(breakdown_iters):
-            for side in (("tyr", "plain") if i % 2 == 0 else ("plain", "tyr")):
-                fwd[side].append(_timed(mods[side], *data[0])[0])
-        result["breakdown"] = {"forward_tyr_ms": summarize(fwd["tyr"])["median_ms"],
-                               "forward_plain_ms": summarize(fwd["plain"])["median_ms"]}
-    return result
+    return alternate_steps(values, mods, opts, data, steps=steps, warmup=warmup,
+                           forward_iters=breakdown_iters)
 
 
 def run(*, quick: bool = False, steps: int | None = None, warmup: int | None = None,
