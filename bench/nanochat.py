@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from bench import ROOT, pair_result, pair_rows, summarize
+from bench import ROOT, Row, pair_result, pair_rows, summarize
 from bench.plain_nanochat import Config, NanoChat
 
 GOAL_RATIO = 0.97
@@ -150,21 +150,21 @@ def run(*, quick: bool = False) -> dict[str, Any]:
             "decode": bench_decode(max_new=30 if quick else 100)}
 
 
-def rows(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+def rows(result: dict[str, Any]) -> list[Row]:
     r = result["train"]
     c = r["values"]["c"]
     label = (f"depth {c['depth']}, width {c['depth'] * c['aspect_ratio']}, "
              f"b {r['values']['b']} t {r['values']['t']}, Muon+AdamW")
     out = pair_rows(label, r, result["goal_ratio"], 1, prefix="nanochat ")
     toks = r["values"]["b"] * r["values"]["t"]
-    out.append(("  nanochat train tokens/s", "", "",
-                f"tyr {toks / r['tyr']['median_ms'] * 1e3:,.0f}, "
-                f"plain {toks / r['plain']['median_ms'] * 1e3:,.0f}"))
+    out.append(Row("  nanochat train tokens/s",
+                   note=f"tyr {toks / r['tyr']['median_ms'] * 1e3:,.0f}, "
+                        f"plain {toks / r['plain']['median_ms'] * 1e3:,.0f}"))
     d = result["decode"]
-    out.append((f"nanochat decode [{d['max_new']} tokens, greedy]", "", "",
-                f"cached {d['tokens_per_s']['cached']:,.1f} tok/s, uncached "
-                f"{d['tokens_per_s']['uncached']:,.1f} tok/s: {d['speedup']:.1f}x; "
-                f"same tokens: {d['same_tokens']}"))
+    out.append(Row(f"nanochat decode [{d['max_new']} tokens, greedy]",
+                   note=f"cached {d['tokens_per_s']['cached']:,.1f} tok/s, uncached "
+                        f"{d['tokens_per_s']['uncached']:,.1f} tok/s: {d['speedup']:.1f}x; "
+                        f"same tokens: {d['same_tokens']}"))
     return out
 
 
