@@ -22,7 +22,7 @@ def mlpEntry : ModelEntry where
     let b ← natField cfg "b"
     let (p, leaves) := bindParams ({} : MLPParams mc)
     let x : T #[b, mc.inputs] := input "x"
-    let y : IT #[b] := inputI "y"
+    let y : IT #[b] mc.classes := inputI "y"
     let (z, loss) := mlp mc p x y
     graphJson "mlp" cfg [x.node, y.node] leaves [z.node, loss.node]
 

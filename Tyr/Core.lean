@@ -19,10 +19,11 @@ abbrev Shape := Array Nat
 /-- Number of elements of a shape (`1` for a scalar). -/
 def numel (s : Shape) : Nat := s.foldl (fun acc d => acc * d) 1
 
-/-- Element type of a graph value. -/
+/-- Element type of a graph value: a float, or an integer whose every value lies in
+`[0, bound)` (the bound of its `IT` type, which the graph IR carries). -/
 inductive DType where
   | f32
-  | i64
+  | i64 (bound : Nat)
   deriving Repr, BEq, Inhabited
 
 /-- How a parameter is initialised when the graph is instantiated. -/
@@ -54,8 +55,13 @@ structure T (s : Shape) where
   node : Node
   deriving Inhabited
 
-/-- An integer (int64) tensor of shape `s`: token ids, class targets. -/
-structure IT (s : Shape) where
+/-- An integer (int64) tensor of shape `s` whose every element lies in `[0, n)`: an *index*
+tensor, typed by the size of what it indexes. Token ids that pick rows of a `T #[v, d]` table
+are `IT #[b, t] v`, class targets of `c`-class logits `IT #[b] c`, a keep mask `IT #[b, t] 2`.
+So an embedding with another table, or a loss over logits of another width, is a type error.
+The harness checks the bound where the data enters: every task's loader, and every call of a
+model (an id `≥ n` is an error naming the input). -/
+structure IT (s : Shape) (n : Nat) where
   node : Node
   deriving Inhabited
 

@@ -25,15 +25,16 @@ def mlpEntry : ModelEntry where
     let b ← natField cfg "b"
     let (p, leaves) := bindParams ({} : MLPParams mc)
     let x : T #[b, mc.inputs] := input "x"
-    let y : IT #[b] := inputI "y"
+    let y : IT #[b] mc.classes := inputI "y"
     let (z, loss) := mlp mc p x y
     graphJson "mlp" cfg [x.node, y.node] leaves [z.node, loss.node]
 
 initialize registerModel mlpEntry
 ```
 
-The graph is the IR of `docs/ir.md`, version 1: inputs in the order given, parameters in
-field order at their field paths, op nodes `%0, %1, …` in dependency order, outputs `out` or
+The graph is the IR of `docs/ir.md`, version 2: inputs in the order given (an integer input
+with the bound of its type `IT s n`, carried by its `DType.i64 n`), parameters in field order
+at their field paths, op nodes `%0, %1, …` in dependency order, outputs `out` or
 `out0, out1, …`. Two things the Python checker's graphs have are missing here, because a
 `Node` does not carry them: `loc` (source positions) and `implicit` (solved implicit
 arguments); ops whose shapes cannot be re-derived without them are rejected by the host's
@@ -103,8 +104,9 @@ def objField (cfg : Json) (key : String) : Except String Json := do
 /-- The graph input `name`, a float tensor; its shape is the one the expected type asks for. -/
 def input {s : Shape} (name : String) : T s := ⟨.input name s .f32⟩
 
-/-- The graph input `name`, an integer tensor (ids, class targets). -/
-def inputI {s : Shape} (name : String) : IT s := ⟨.input name s .i64⟩
+/-- The graph input `name`, an integer tensor (ids, class targets) whose values lie in `[0, n)`;
+its shape and bound are the ones the expected type asks for. -/
+def inputI {s : Shape} {n : Nat} (name : String) : IT s n := ⟨.input name s (.i64 n)⟩
 
 /-- A parameter of the graph: its field path, shape and initialiser. -/
 structure ParamLeaf where
@@ -129,7 +131,12 @@ def bindParams {α : Type} [TensorStruct α] (p : α) : α × Array ParamLeaf :=
 
 def dtypeJson : DType → Json
   | .f32 => Json.str "f32"
-  | .i64 => Json.str "i64"
+  | .i64 _ => Json.str "i64"
+
+/-- The `bound` field of an input record: an integer input's bound, nothing for a float one. -/
+def boundJson : DType → List (String × Json)
+  | .f32 => []
+  | .i64 n => [("bound", Lean.toJson n)]
 
 def initJson : Init → Json
   | .zeros => Json.mkObj [("kind", Json.str "zeros")]
@@ -183,8 +190,8 @@ def graphJson (model : String) (config : Json) (inputs : List Node) (params : Ar
   for n in inputs do
     match n with
     | .input name shape dtype =>
-      ins := ins.push (Json.mkObj [("name", Json.str name), ("shape", Lean.toJson shape),
-                                   ("dtype", dtypeJson dtype)])
+      ins := ins.push (Json.mkObj ([("name", Json.str name), ("shape", Lean.toJson shape),
+                                    ("dtype", dtypeJson dtype)] ++ boundJson dtype))
     | _ => throw "the graph inputs must be input nodes (made with `input` or `inputI`)"
   let ps := params.map fun p => Json.mkObj [("path", Json.str p.path),
     ("shape", Lean.toJson p.shape), ("dtype", Json.str "f32"), ("init", initJson p.init)]
@@ -201,7 +208,7 @@ def graphJson (model : String) (config : Json) (inputs : List Node) (params : Ar
     outs := outs.push (Json.mkObj [("name", Json.str name), ("ref", Json.str r)])
     i := i + 1
   let doc := Json.mkObj [
-    ("format", Json.str "tyr.graph"), ("version", Lean.toJson (1 : Nat)),
+    ("format", Json.str "tyr.graph"), ("version", Lean.toJson (2 : Nat)),
     ("model", Json.str model), ("source", Json.null), ("config", config),
     ("inputs", Json.arr ins), ("params", Json.arr ps), ("nodes", Json.arr st.nodes),
     ("outputs", Json.arr outs)]

@@ -8,12 +8,12 @@ Lookups, normalisation and losses; like `Tyr.Ops`, each is a typed `prim`.
 
 namespace torch
 
-/-- Rows of `table` picked by the integer ids `idx`. -/
-def embedding {b v d : Nat} (idx : IT #[b]) (table : T #[v, d]) : T #[b, d] :=
+/-- Rows of `table` picked by the integer ids `idx`; the ids are typed by the table's rows. -/
+def embedding {b v d : Nat} (idx : IT #[b] v) (table : T #[v, d]) : T #[b, d] :=
   prim "embedding" [idx.node, table.node]
 
-/-- Rows of `table` picked by a batch of id sequences. -/
-def embedding2 {b t v d : Nat} (idx : IT #[b, t]) (table : T #[v, d]) : T #[b, t, d] :=
+/-- Rows of `table` picked by a batch of id sequences (ids `< v`, the table's rows). -/
+def embedding2 {b t v d : Nat} (idx : IT #[b, t] v) (table : T #[v, d]) : T #[b, t, d] :=
   prim "embedding2" [idx.node, table.node]
 
 /-- Layer normalisation over the last dimension, with gain `w` and bias `bias`. -/
@@ -71,29 +71,29 @@ def bidirectionalAttention {b h t d : Nat} (q k v : T #[b, h, t, d]) (p : Float 
     T #[b, h, t, d] :=
   prim "bidirectional_attention" [q.node, k.node, v.node] [.float "p" p]
 
-/-- `bidirectionalAttention` over padded sequences. `keep : IT #[b, t]` marks the real tokens
+/-- `bidirectionalAttention` over padded sequences. `keep : IT #[b, t] 2` marks the real tokens
 of each sequence `1` and the padding `0` (Hugging Face's `attention_mask`; the IR has no
-boolean dtype, so any nonzero id counts as real). No query attends to a padding key; a
+boolean dtype, so a mask is an index tensor of bound 2). No query attends to a padding key; a
 sequence with no real key at all gets zeros. Padded positions are still queries with outputs:
 give them zero loss weight. -/
-def paddedAttention {b h t d : Nat} (q k v : T #[b, h, t, d]) (keep : IT #[b, t])
+def paddedAttention {b h t d : Nat} (q k v : T #[b, h, t, d]) (keep : IT #[b, t] 2)
     (p : Float := 0.0) : T #[b, h, t, d] :=
   prim "padded_attention" [q.node, k.node, v.node, keep.node] [.float "p" p]
 
-/-- Mean cross entropy of class `logits` against integer `target` classes. -/
-def crossEntropy {b c : Nat} (logits : T #[b, c]) (target : IT #[b]) : T #[] :=
+/-- Mean cross entropy of class `logits` against integer `target` classes, of the same `c`. -/
+def crossEntropy {b c : Nat} (logits : T #[b, c]) (target : IT #[b] c) : T #[] :=
   prim "cross_entropy" [logits.node, target.node]
 
-/-- Mean cross entropy over every position of a batch of sequences. -/
-def crossEntropy2 {b t v : Nat} (logits : T #[b, t, v]) (target : IT #[b, t]) : T #[] :=
+/-- Mean cross entropy over every position of a batch of sequences; targets `< v`. -/
+def crossEntropy2 {b t v : Nat} (logits : T #[b, t, v]) (target : IT #[b, t] v) : T #[] :=
   prim "cross_entropy2" [logits.node, target.node]
 
 /-- Weighted cross entropy over every position of a batch of sequences:
 `(Σᵢ weight[i] · CE(logits[i], target[i])) / (b · t)`, the weighted per-position losses summed
 and divided by the number of positions (so weights all `1` give `crossEntropy2`). A position
-of weight `0` adds nothing, but its target is still read and must be a valid class. Masked
+of weight `0` adds nothing, but its target is still read and must be a class `< v`. Masked
 diffusion's ELBO is this with weight `1/t` at the masked positions and `0` elsewhere. -/
-def weightedCrossEntropy2 {b t v : Nat} (logits : T #[b, t, v]) (target : IT #[b, t])
+def weightedCrossEntropy2 {b t v : Nat} (logits : T #[b, t, v]) (target : IT #[b, t] v)
     (weight : T #[b, t]) : T #[] :=
   prim "weighted_cross_entropy2" [logits.node, target.node, weight.node]
 

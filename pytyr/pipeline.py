@@ -16,21 +16,24 @@ from .ir.validate import load_graph
 from .lean import LeanSignatures, instantiate_model, load
 
 
+Dim = str | int | tuple[str, str] | None
+"""A dim of a declared type: a `Nat` binder's name, a literal, `(config, field)` for a
+config's field (`c.vocab`), or None for any other expression."""
+
+
 @dataclasses.dataclass(frozen=True)
 class InputDecl:
-    """A tensor argument of a model: `idx : IT #[b, t]` → ("idx", "i64", ("b", "t"), "IT #[b, t]").
-    A dim is the name of one of the model's `Nat` binders, a literal, or None (an expression
-    such as `c.inputs`, known only once the config is)."""
+    """A tensor argument of a model: `idx : IT #[b, t] c.vocab` → ("idx", "i64", ("b", "t"),
+    "IT #[b, t] c.vocab", ("c", "vocab")). A dim is the name of one of the model's `Nat`
+    binders, a literal, or None (an expression such as `c.inputs`, known only once the config
+    is); the bound of an index tensor (`IT s n`) is a `Dim` (None for `T s`, and for an
+    expression such as `c.vocab + 1`)."""
 
     name: str
     dtype: str
     dims: tuple[str | int | None, ...]
     text: str
-
-
-Dim = str | int | tuple[str, str] | None
-"""A dim of a declared type: a `Nat` binder's name, a literal, `(config, field)` for a
-config's field (`c.vocab`), or None for any other expression."""
+    bound: Dim = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,22 +71,21 @@ class LeanModels:
         nats = {p.uid: p.name for p in info.params if whnf(p.type) == App("Nat")}
         names = {p.uid: p.name for p in info.params}
 
+        def dim(d: object) -> Dim:
+            d = whnf(d)
+            if isinstance(d, Var):
+                return nats.get(d.uid)
+            if isinstance(d, Lit):
+                return d.n
+            if isinstance(d, Proj) and isinstance(d.e, Var) and d.e.uid in names:
+                return (names[d.e.uid], d.field)
+            return None
+
         def dims(ty: object) -> tuple[Dim, ...] | None:
             if not (isinstance(ty, App) and ty.head in ("torch.T", "torch.IT") and ty.args
                     and isinstance(ty.args[0], Arr)):
                 return None
-            out: list[Dim] = []
-            for d in ty.args[0].items:
-                d = whnf(d)
-                if isinstance(d, Var):
-                    out.append(nats.get(d.uid))
-                elif isinstance(d, Lit):
-                    out.append(d.n)
-                elif isinstance(d, Proj) and isinstance(d.e, Var) and d.e.uid in names:
-                    out.append((names[d.e.uid], d.field))
-                else:
-                    out.append(None)
-            return tuple(out)
+            return tuple(dim(d) for d in ty.args[0].items)
 
         inputs = []
         for p in info.params:
@@ -93,8 +95,9 @@ class LeanModels:
                 continue
             assert isinstance(ty, App)
             plain = tuple(d if isinstance(d, (str, int)) else None for d in ds)
+            bound = dim(ty.args[1]) if ty.head == "torch.IT" and len(ty.args) == 2 else None
             inputs.append(InputDecl(p.name, "i64" if ty.head == "torch.IT" else "f32",
-                                    plain, show(ty).replace("torch.", "")))
+                                    plain, show(ty).replace("torch.", ""), bound))
         results, res = [], whnf(info.result)
         while isinstance(res, Prod):
             results.append(dims(whnf(res.a)))

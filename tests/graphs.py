@@ -10,12 +10,17 @@ class GraphBuilder:
 
     def __init__(self, model: str = "test"):
         self.doc: dict[str, Any] = {
-            "format": "tyr.graph", "version": 1, "model": model, "source": None,
+            "format": "tyr.graph", "version": 2, "model": model, "source": None,
             "config": {}, "inputs": [], "params": [], "nodes": [], "outputs": [],
         }
 
-    def input(self, name: str, shape: list[int], dtype: str = "f32") -> str:
-        self.doc["inputs"].append({"name": name, "shape": list(shape), "dtype": dtype})
+    def input(self, name: str, shape: list[int], dtype: str = "f32",
+              bound: int | None = None) -> str:
+        """An input; an i64 one needs its `bound` (the `n` of its type `IT s n`)."""
+        record: dict[str, Any] = {"name": name, "shape": list(shape), "dtype": dtype}
+        if bound is not None:
+            record["bound"] = bound
+        self.doc["inputs"].append(record)
         return name
 
     def param(self, path: str, shape: list[int], init: dict | None = None) -> str:
@@ -46,7 +51,7 @@ def mlp(batch: int, d_in: int = 2, hidden: int = 64, classes: int = 3) -> dict[s
     """x: f32[batch, d_in], y: i64[batch] -> (logits [batch, classes], loss [])."""
     g = GraphBuilder("MLP")
     x = g.input("x", [batch, d_in])
-    y = g.input("y", [batch], "i64")
+    y = g.input("y", [batch], "i64", bound=classes)
     w1 = g.param("l1.w", [hidden, d_in], {"kind": "normal", "std": (2 / d_in) ** 0.5})
     b1 = g.param("l1.b", [hidden], {"kind": "zeros"})
     w2 = g.param("l2.w", [classes, hidden], {"kind": "normal", "std": (1 / hidden) ** 0.5})

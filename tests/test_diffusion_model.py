@@ -103,15 +103,29 @@ def test_mistakes_are_type_errors(tmp_path, bug, old, new, blame, frags):
         assert frag in diags[0].message, (frag, diags[0].message)
 
 
-def test_an_embedding_without_the_mask_row_fails_at_the_first_masked_id(tmp_path):
-    # not a type error (ids carry no range in their type), but not silent either: the lookup
-    # of [MASK] fails with the node and its Lean position named
+def test_an_embedding_without_the_mask_row_is_a_type_error(tmp_path):
+    # the ids are typed `IT #[b, t] (c.mask + 1)`: they index a table of c.vocab + 1 rows
     src = LEAN.read_text(encoding="utf-8").replace("wte : T #[c.mask + 1,", "wte : T #[c.vocab,")
+    f = tmp_path / "Diffusion.lean"
+    f.write_text(src, encoding="utf-8")
+    diags = check_files(f)
+    assert len(diags) == 1, diags
+    use = src.index("let tok := embedding2 ids p.wte")
+    assert diags[0].pos.line == src[:use].count("\n") + 1
+    assert "argument 'table' of 'embedding2' has type T #[c.vocab, c.n_head * c.head_dim] but " \
+           "is expected to have type T #[c.vocab + 1, ?d]" in diags[0].message
+
+
+def test_a_mask_id_fed_to_a_model_without_it_is_refused_at_the_call(tmp_path):
+    # typed consistently without [MASK] (ids below c.vocab): the masked batches of the task
+    # cannot be fed, and the first masked id is named before any node runs
+    src = LEAN.read_text(encoding="utf-8").replace("wte : T #[c.mask + 1,", "wte : T #[c.vocab,")
+    src = src.replace("IT #[b, t] (c.mask + 1)", "IT #[b, t] c.vocab")
     f = tmp_path / "Diffusion.lean"
     f.write_text(src, encoding="utf-8")
     module = module_from_graph(LeanModels(f).graph("diffusion", TINY))
     (ids, targets, weights), = batches(TINY, 1, seed=0)
-    with pytest.raises(ExecError, match=r"^node %0 \(embedding2 at .*Diffusion.lean:\d+:\d+\)"):
+    with pytest.raises(ExecError, match=r"^input 'ids' : IT #\[3, 8\] 11 holds 11 at \[\d+, \d+\]"):
         module(ids, targets, weights)
 
 

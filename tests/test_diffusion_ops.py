@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphs import GraphBuilder
+from pytyr.errors import ExecError
 from pytyr.exec.lower import build_module
 from pytyr.ir.validate import load_graph
 from tests.lean.helpers import check_src, one_error
@@ -16,9 +17,10 @@ from tests.lean.helpers import check_src, one_error
 B, H, T, D, V = 2, 2, 5, 4, 7
 
 
-def _op_module(signatures, op: str, specs: list[tuple[list[int], str]], out: list[int], **attrs):
+def _op_module(signatures, op: str, specs: list[tuple], out: list[int], **attrs):
+    """A module of one `op` node; `specs` are (shape, dtype[, bound of an i64 input])."""
     g = GraphBuilder(op)
-    names = [g.input(f"a{k}", shape, dtype) for k, (shape, dtype) in enumerate(specs)]
+    names = [g.input(f"a{k}", *spec) for k, spec in enumerate(specs)]
     g.output("out", g.node(op, names, out, **attrs))
     return build_module(load_graph(g.build(), signatures))
 
@@ -37,7 +39,8 @@ def full(signatures):
 @pytest.fixture
 def padded(signatures):
     return _op_module(signatures, "padded_attention",
-                      [([B, H, T, D], "f32")] * 3 + [([B, T], "i64")], [B, H, T, D], p=0.0).eval()
+                      [([B, H, T, D], "f32")] * 3 + [([B, T], "i64", 2)], [B, H, T, D],
+                      p=0.0).eval()
 
 
 def test_bidirectional_attention_sees_later_positions(full, signatures):
@@ -83,13 +86,14 @@ def test_padding_keys_are_never_attended(padded):
     torch.testing.assert_close(y, y2, rtol=0, atol=0)
 
 
-def test_keep_everywhere_is_bidirectional_and_any_nonzero_counts(full, padded):
+def test_keep_everywhere_is_bidirectional_and_the_mask_is_zero_or_one(full, padded):
     q, k, v = _qkv(4)
     ones = torch.ones(B, T, dtype=torch.int64)
     torch.testing.assert_close(padded(q, k, v, ones)[0], full(q, k, v)[0], rtol=1e-6, atol=1e-6)
+    # the mask is `IT #[b, t] 2`: any other value is refused at the call, naming the input
     keep = torch.tensor([[1, 0, 1, 1, 0], [0, 1, 1, 0, 1]])
-    torch.testing.assert_close(padded(q, k, v, keep * 7)[0], padded(q, k, v, keep)[0],
-                               rtol=0, atol=0)
+    with pytest.raises(ExecError, match=r"input 'a3' : IT #\[2, 5\] 2 holds 7 at \[0, 0\]"):
+        padded(q, k, v, keep * 7)
 
 
 def test_a_sequence_without_real_keys_gets_zeros_not_nan(padded):
@@ -105,12 +109,12 @@ def test_a_sequence_without_real_keys_gets_zeros_not_nan(padded):
 @pytest.fixture
 def wce(signatures):
     return _op_module(signatures, "weighted_cross_entropy2",
-                      [([B, T, V], "f32"), ([B, T], "i64"), ([B, T], "f32")], [])
+                      [([B, T, V], "f32"), ([B, T], "i64", V), ([B, T], "f32")], [])
 
 
 @pytest.fixture
 def ce(signatures):
-    return _op_module(signatures, "cross_entropy2", [([B, T, V], "f32"), ([B, T], "i64")], [])
+    return _op_module(signatures, "cross_entropy2", [([B, T, V], "f32"), ([B, T], "i64", V)], [])
 
 
 def _logits_targets(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -147,7 +151,7 @@ def test_zero_weight_positions_add_nothing_and_get_no_gradient(wce):
        st.floats(0.0, 10.0, allow_nan=False), st.integers(0, 2**16))
 def test_weighted_cross_entropy_is_linear_in_the_weights(signatures, weights, alpha, seed):
     m = _op_module(signatures, "weighted_cross_entropy2",
-                   [([B, T, V], "f32"), ([B, T], "i64"), ([B, T], "f32")], [])
+                   [([B, T, V], "f32"), ([B, T], "i64", V), ([B, T], "f32")], [])
     z, y = _logits_targets(seed)
     w = torch.tensor(weights).view(B, T)
     (a,) = m(z, y, alpha * w)
@@ -157,17 +161,20 @@ def test_weighted_cross_entropy_is_linear_in_the_weights(signatures, weights, al
 
 
 @pytest.mark.parametrize("src,frags", [
-    # the padding mask is ids, not floats, and has one entry per key of each sequence
-    ("def f (q k v : T #[2, 4, 8, 16]) (m : IT #[2, 9]) : T #[2, 4, 8, 16] :=\n"
-     "  paddedAttention q k v m", ["argument 'keep' of 'paddedAttention'", "IT #[2, 9]",
-                                   "IT #[2, 8]"]),
-    ("def f (q k v : T #[2, 4, 8, 16]) (m : IT #[8]) : T #[2, 4, 8, 16] :=\n"
-     "  paddedAttention q k v m", ["argument 'keep' of 'paddedAttention'", "IT #[8]"]),
+    # the padding mask is a 0/1 index tensor, not floats, with one entry per key of each sequence
+    ("def f (q k v : T #[2, 4, 8, 16]) (m : IT #[2, 9] 2) : T #[2, 4, 8, 16] :=\n"
+     "  paddedAttention q k v m", ["argument 'keep' of 'paddedAttention'", "IT #[2, 9] 2",
+                                   "IT #[2, 8] 2"]),
+    ("def f (q k v : T #[2, 4, 8, 16]) (m : IT #[8] 2) : T #[2, 4, 8, 16] :=\n"
+     "  paddedAttention q k v m", ["argument 'keep' of 'paddedAttention'", "IT #[8] 2"]),
+    ("def f (q k v : T #[2, 4, 8, 16]) (m : IT #[2, 8] 65) : T #[2, 4, 8, 16] :=\n"
+     "  paddedAttention q k v m", ["argument 'keep' of 'paddedAttention'", "IT #[2, 8] 65",
+                                   "IT #[2, 8] 2"]),
     # the weights are floats, one per position
-    ("def f (z : T #[2, 8, 65]) (y : IT #[2, 8]) (w : IT #[2, 8]) : T #[] :=\n"
+    ("def f (z : T #[2, 8, 65]) (y : IT #[2, 8] 65) (w : IT #[2, 8] 65) : T #[] :=\n"
      "  weightedCrossEntropy2 z y w", ["argument 'weight' of 'weightedCrossEntropy2'",
-                                       "IT #[2, 8]", "T #[2, 8]"]),
-    ("def f (z : T #[2, 8, 65]) (y : IT #[2, 8]) (w : T #[8, 2]) : T #[] :=\n"
+                                       "IT #[2, 8] 65", "T #[2, 8]"]),
+    ("def f (z : T #[2, 8, 65]) (y : IT #[2, 8] 65) (w : T #[8, 2]) : T #[] :=\n"
      "  weightedCrossEntropy2 z y w", ["argument 'weight' of 'weightedCrossEntropy2'",
                                        "T #[8, 2]"]),
     # bidirectional attention is per head: [b, h, t, d], not the merged width
@@ -182,7 +189,8 @@ def test_masks_and_weights_are_typed(tmp_path, src, frags):
 
 
 def test_masks_and_weights_accept_config_shapes(tmp_path):
-    src = ("def f (b t h d v : Nat) (q k w : T #[b, h, t, d]) (m : IT #[b, t]) (z : T #[b, t, v])\n"
-           "    (y : IT #[b, t]) (ws : T #[b, t]) : T #[b, h, t, d] × T #[] :=\n"
+    src = ("def f (b t h d v : Nat) (q k w : T #[b, h, t, d]) (m : IT #[b, t] 2)\n"
+           "    (z : T #[b, t, v]) (y : IT #[b, t] v) (ws : T #[b, t]) :\n"
+           "    T #[b, h, t, d] × T #[] :=\n"
            "  (paddedAttention q k w m 0.1, weightedCrossEntropy2 z y ws)")
     assert check_src(tmp_path, src) == []

@@ -4,6 +4,7 @@ sampling tables fail before training."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -67,6 +68,21 @@ def test_bad_configs_fail_before_training(tmp_path, cache, capsys, override, fra
     err = capsys.readouterr().err
     assert frag in err and err.count("\n") == 1, err
     assert not (tmp_path / "ckpt").exists()
+
+
+def test_a_model_that_cannot_embed_the_mask_is_refused_before_training(tmp_path, cache, capsys):
+    # ids typed below c.vocab: the task feeds [MASK] too (vocab + 1 ids)
+    src = Path(LEAN).read_text(encoding="utf-8")
+    src = src.replace("wte : T #[c.mask + 1,", "wte : T #[c.vocab,")
+    lean = tmp_path / "Diffusion.lean"
+    lean.write_text(src.replace("IT #[b, t] (c.mask + 1)", "IT #[b, t] c.vocab"), encoding="utf-8")
+    assert main(["train", str(lean), "--model", "diffusion", "--config",
+                 "examples/diffusion/config.json", *TINY, "--set", f"out={tmp_path / 'run'}",
+                 "--set", f"task.cache_dir={cache}"]) == 1
+    err = capsys.readouterr().err
+    assert "model 'diffusion': argument 'ids' is IT #[4, 16] 75 but task 'mdlm' feeds " \
+           "ids : IT [batch=4, seq=16] vocab_and_mask=76" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "run" / "ckpt").exists()
 
 
 def test_the_noise_is_drawn_for_the_global_batch():

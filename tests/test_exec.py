@@ -6,6 +6,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from graphs import GraphBuilder, mlp
 from op_oracles import ORACLE_IMPLICIT, ORACLES
@@ -82,7 +84,8 @@ def _cache_write(cache, x, pos):
     return torch.stack(rows, dim=2)
 
 
-# op: (inputs as (shape, dtype), attrs, output shape, reference written without the op)
+# op: (inputs as (shape, dtype[, bound of an i64 input]), attrs, output shape, reference written
+# without the op)
 CASES = {
     "linear": ([([4, 3], "f32"), ([5, 3], "f32")], {}, [4, 5], lambda x, w: x @ w.t()),
     "linear_bias": ([([4, 3], "f32"), ([5, 3], "f32"), ([5], "f32")], {}, [4, 5],
@@ -108,10 +111,10 @@ CASES = {
     "reshape": ([([3, 4], "f32")], {"target": [2, 6]}, [2, 6], lambda x: x.flatten().view(2, 6)),
     "transpose": ([([3, 4], "f32")], {}, [4, 3], lambda x: x.t()),
     "transpose3": ([([2, 3, 4], "f32")], {}, [2, 4, 3], lambda x: x.permute(0, 2, 1)),
-    "embedding": ([([5], "i64"), ([7, 3], "f32")], {}, [5, 3], lambda i, t: t[i]),
+    "embedding": ([([5], "i64", 7), ([7, 3], "f32")], {}, [5, 3], lambda i, t: t[i]),
     "layer_norm": ([([4, 6], "f32"), ([6], "f32"), ([6], "f32")], {"eps": 1e-5}, [4, 6],
                    lambda x, w, b: _ln(x, w, b, 1e-5)),
-    "cross_entropy": ([([4, 5], "f32"), ([4], "i64")], {}, [], _ce),
+    "cross_entropy": ([([4, 5], "f32"), ([4], "i64", 5)], {}, [], _ce),
     "linear3": ([([2, 4, 3], "f32"), ([5, 3], "f32")], {}, [2, 4, 5], lambda x, w: x @ w.t()),
     "linear_bias3": ([([2, 4, 3], "f32"), ([5, 3], "f32"), ([5], "f32")], {}, [2, 4, 5],
                      lambda x, w, b: x @ w.t() + b),
@@ -120,7 +123,7 @@ CASES = {
     "rows": ([([5, 3], "f32")], {"t": 2}, [2, 3], lambda x: x[:2]),
     "third": ([([2, 3, 6], "f32")], {"i": 1}, [2, 3, 2], lambda x: x[..., 2:4]),
     "dropout": ([([3, 4], "f32")], {"p": 0.5}, [3, 4], lambda x: x * 1.0),  # identity in eval
-    "embedding2": ([([2, 3], "i64"), ([7, 4], "f32")], {}, [2, 3, 4], lambda i, t: t[i]),
+    "embedding2": ([([2, 3], "i64", 7), ([7, 4], "f32")], {}, [2, 3, 4], lambda i, t: t[i]),
     "layer_norm3": ([([2, 3, 6], "f32"), ([6], "f32"), ([6], "f32")], {"eps": 1e-5}, [2, 3, 6],
                     lambda x, w, b: _ln(x, w, b, 1e-5)),
     "split_heads": ([([2, 3, 6], "f32")], {}, [2, 2, 3, 3],
@@ -129,11 +132,11 @@ CASES = {
                     lambda x: torch.cat([x[:, 0], x[:, 1]], dim=-1)),
     "causal_attention": ([([1, 2, 4, 3], "f32")] * 3, {"p": 0.0}, [1, 2, 4, 3], _causal),
     "bidirectional_attention": ([([2, 2, 4, 3], "f32")] * 3, {"p": 0.0}, [2, 2, 4, 3], _attend),
-    "padded_attention": ([([2, 2, 4, 3], "f32")] * 3 + [([2, 4], "i64")], {"p": 0.0}, [2, 2, 4, 3],
-                         _attend),
-    "weighted_cross_entropy2": ([([2, 3, 5], "f32"), ([2, 3], "i64"), ([2, 3], "f32")], {}, [],
+    "padded_attention": ([([2, 2, 4, 3], "f32")] * 3 + [([2, 4], "i64", 2)], {"p": 0.0},
+                         [2, 2, 4, 3], _attend),
+    "weighted_cross_entropy2": ([([2, 3, 5], "f32"), ([2, 3], "i64", 5), ([2, 3], "f32")], {}, [],
                                 _weighted_ce),
-    "cross_entropy2": ([([2, 3, 5], "f32"), ([2, 3], "i64")], {}, [],
+    "cross_entropy2": ([([2, 3, 5], "f32"), ([2, 3], "i64", 5)], {}, [],
                        lambda z, t: _ce(z.reshape(6, 5), t.reshape(6))),
     "relu2": ([([3, 4], "f32")], {}, [3, 4], lambda x: torch.where(x > 0, x * x, torch.zeros_like(x))),
     "softcap": ([([3, 4], "f32")], {"cap": 0.5}, [3, 4],
@@ -143,11 +146,11 @@ CASES = {
     "rotary": ([([2, 2, 5, 6], "f32")], {"base": 100.0}, [2, 2, 5, 6], lambda x: _rotary(x, 100.0)),
     "gqa_attention": ([([1, 4, 3, 2], "f32")] + [([1, 2, 3, 2], "f32")] * 2, {}, [1, 4, 3, 2],
                       lambda q, k, v: _attend_gqa(q, k, v, torch.ones(3, 3, dtype=torch.bool).tril())),
-    "rotary_at": ([([2, 2, 3, 6], "f32"), ([3], "i64")], {"base": 100.0}, [2, 2, 3, 6],
+    "rotary_at": ([([2, 2, 3, 6], "f32"), ([3], "i64", 8)], {"base": 100.0}, [2, 2, 3, 6],
                   lambda x, pos: _rotary(x, 100.0, pos)),
-    "cache_write": ([([1, 2, 4, 3], "f32"), ([1, 2, 2, 3], "f32"), ([2], "i64")], {},
+    "cache_write": ([([1, 2, 4, 3], "f32"), ([1, 2, 2, 3], "f32"), ([2], "i64", 4)], {},
                     [1, 2, 4, 3], _cache_write),
-    "cached_attention": ([([1, 4, 2, 3], "f32")] + [([1, 2, 5, 3], "f32")] * 2 + [([2], "i64")],
+    "cached_attention": ([([1, 4, 2, 3], "f32")] + [([1, 2, 5, 3], "f32")] * 2 + [([2], "i64", 5)],
                          {}, [1, 4, 2, 3], lambda q, k, v, pos: _attend_gqa(
                              q, k, v, torch.arange(5)[None, :] <= pos[:, None])),
     "stack_head": ([([3, 1, 2, 4, 2], "f32")], {}, [1, 2, 4, 2], lambda s: s[0]),
@@ -172,16 +175,17 @@ def test_cases_cover_the_op_table():
 def test_op_forward_and_backward(op, signatures):
     specs, attrs, out_shape, reference = CASES[op]
     g = GraphBuilder(op)
-    names = [g.input(f"a{k}", shape, dtype) for k, (shape, dtype) in enumerate(specs)]
+    names = [g.input(f"a{k}", *spec) for k, spec in enumerate(specs)]
     g.output("out", g.node(op, names, out_shape, implicit=IMPLICIT.get(op), **attrs))
     module = build_module(load_graph(g.build(), signatures)).eval()
 
     gen = torch.Generator().manual_seed(0)
     args = []
-    for shape, dtype in specs:
+    for shape, dtype, *bound in specs:
         if dtype == "i64":
-            fixed = INTS.get(op)
-            args.append(torch.tensor(fixed) if fixed else torch.randint(0, 4, shape, generator=gen))
+            fixed, high = INTS.get(op), min(4, *bound)
+            args.append(torch.tensor(fixed) if fixed
+                        else torch.randint(0, high, shape, generator=gen))
         else:
             args.append((torch.randn(shape, generator=gen) * 0.7).requires_grad_())
     (out,) = module(*args)
@@ -309,18 +313,53 @@ def test_outputs_may_be_inputs_or_params(signatures):
     assert torch.equal(out[0], torch.tensor([3.0, 4.0])) and torch.equal(out[1], torch.ones(2))
 
 
-def test_runtime_failure_names_node_and_loc(signatures):
+def _embedding_graph(signatures, bound=4):
     g = GraphBuilder("Emb")
-    idx = g.input("idx", [3], "i64")
-    g.param("table", [4, 2])
+    idx = g.input("idx", [3], "i64", bound=bound)
+    g.param("table", [bound, 2])
     e = g.node("embedding", [idx, "table"], [3, 2], loc="Emb.lean:7:11")
     g.output("s", g.node("sum", [e], []))
-    module = build_module(load_graph(g.build(), signatures))
+    return load_graph(g.build(), signatures)
+
+
+def test_runtime_failure_names_node_and_loc(signatures):
+    # a graph built in Python without bounds (the validator requires them): the id out of
+    # range fails inside the embedding, and the failure is located at its node
+    graph = _embedding_graph(signatures)
+    graph.inputs[0].bound = None
+    module = build_module(graph)
     assert module(torch.tensor([0, 1, 3]))[0].shape == ()
     with pytest.raises(ExecError) as info:
         module(torch.tensor([0, 9, 1]))
     assert str(info.value).startswith("node %0 (embedding at Emb.lean:7:11) failed:")
     assert isinstance(info.value.__cause__, (IndexError, RuntimeError))
+
+
+@pytest.mark.parametrize("ids,value,at", [([0, 9, 1], 9, [1]), ([-1, 0, 0], -1, [0]),
+                                          ([3, 4, 5], 4, [1])])
+def test_an_id_outside_its_bound_is_an_input_error(signatures, ids, value, at):
+    module = build_module(_embedding_graph(signatures))
+    with pytest.raises(ExecError) as info:
+        module(torch.tensor(ids))
+    assert str(info.value) == (f"input 'idx' : IT #[3] 4 holds {value} at {at}, outside [0, 4), "
+                               f"the values its type allows")
+    assert info.value.__cause__ is None  # caught at the boundary, before any node ran
+
+
+@settings(max_examples=60, deadline=None)
+@given(bound=st.integers(1, 50), data=st.data())
+def test_bound_check_accepts_exactly_the_values_below_the_bound(signatures, bound, data):
+    module = _BOUND_MODULES.get(bound) or _BOUND_MODULES.setdefault(
+        bound, build_module(_embedding_graph(signatures, bound)))
+    ids = data.draw(st.lists(st.integers(-3, bound + 3), min_size=3, max_size=3))
+    if all(0 <= i < bound for i in ids):
+        module(torch.tensor(ids))
+    else:
+        with pytest.raises(ExecError, match=r"^input 'idx' : IT #\[3\] \d+ holds -?\d+ at"):
+            module(torch.tensor(ids))
+
+
+_BOUND_MODULES: dict[int, TyrModule] = {}
 
 
 def test_wrong_inputs_rejected(signatures):

@@ -119,7 +119,9 @@ def test_float_attributes_are_evaluated(tmp_path):
 
 def test_graph_json_is_versioned(prog):
     doc = json.loads(instantiate_model(prog, "mlp", VALUES).to_json())
-    assert doc["format"] == "tyr.graph" and doc["version"] == 1
+    assert doc["format"] == "tyr.graph" and doc["version"] == 2
+    # the class targets carry their bound, the classes of the logits; the features none
+    assert doc["inputs"][1]["bound"] == VALUES["c"]["classes"] and "bound" not in doc["inputs"][0]
 
 
 def test_vector_of_blocks_is_named_by_index(tmp_path):

@@ -160,6 +160,28 @@ def test_check_against_graph():
     check_against_graph(short, [full, _graph(Input("x", (2, 8), "i64"))])
 
 
+def test_check_against_graph_compares_the_vocabulary_with_the_bound():
+    it = SequentialBatchIterator(TOKENS, 4, 8, vocab_size=int(TOKENS.max()) + 1)
+    vocab = it.vocab_size
+    check_against_graph(it, _graph(Input("idx", (4, 8), "i64", vocab)))
+    check_against_graph(it, _graph(Input("idx", (4, 8), "i64", vocab + 5)))  # room to spare
+    with pytest.raises(ConfigError) as e:
+        check_against_graph(it, _graph(Input("idx", (4, 8), "i64", vocab - 1)))
+    assert str(e.value) == (f"SequentialBatchIterator yields ids below {vocab} (its vocab_size) "
+                            f"but model 'gpt' input 'idx' : IT #[4, 8] {vocab - 1} takes ids "
+                            f"below {vocab - 1}")
+    # an iterator that was not told its vocabulary checks the shapes only
+    check_against_graph(SequentialBatchIterator(TOKENS, 4, 8),
+                        _graph(Input("idx", (4, 8), "i64", 1)))
+
+
+def test_padding_must_be_an_id_of_the_vocabulary():
+    tokens = np.arange(100, dtype=np.uint16) % 10
+    BatchIterator(tokens, 5, 8, last="pad", pad_id=9, vocab_size=10)
+    with pytest.raises(ConfigError, match=r"pad_id 10 is outside the vocabulary \(vocab_size 10\)"):
+        BatchIterator(tokens, 5, 8, last="pad", pad_id=10, vocab_size=10)
+
+
 def test_bad_inputs_name_the_file(tmp_path):
     bad = tmp_path / "bad.bin"
     header = np.zeros(HEADER_INTS, dtype="<i4")

@@ -32,7 +32,7 @@ def factory():
 
 
 def _uncached(factory, prompt, n, temperature, block=12):
-    feeds = {"idx": Feed("i64", ("batch", "seq"))}
+    feeds = {"idx": Feed("i64", ("batch", "seq"), bound="vocab")}
 
     def logits(idx):
         return factory("nanochatLogits", feeds, {"batch": 1, "seq": idx.shape[1]})({"idx": idx})[0]
@@ -61,19 +61,27 @@ structure P where
   deriving TensorStruct
 
 @[model]
-def noPos {b t : Nat} (p : P) (idx : IT #[b, t]) (cache : T #[b, 4]) :
+def noPos {b t : Nat} (p : P) (idx : IT #[b, t] 8) (cache : T #[b, 4]) :
     T #[b, t, 8] × T #[b, 4] :=
   (embedding2 idx p.table, cache)
 
 @[model]
-def noCache {b t : Nat} (p : P) (idx : IT #[b, t]) (pos : IT #[t]) (cache : T #[b, 4]) :
+def noCache {b t : Nat} (p : P) (idx : IT #[b, t] 8) (pos : IT #[t] 4) (cache : T #[b, 4]) :
     T #[b, t, 8] :=
   embedding2 idx p.table
+
+@[model]
+def shortPos {b t : Nat} (p : P) (idx : IT #[b, t] 8) (pos : IT #[t] 2) (cache : T #[b, 4]) :
+    T #[b, t, 8] × T #[b, 4] :=
+  (embedding2 idx p.table, cache)
 """
 
 
 @pytest.mark.parametrize("model,message", [
-    ("noPos", "step model 'noPos' must take idx : IT #[b, t] and pos : IT #[t]"),
+    ("noPos", "step model 'noPos' must take idx : IT #[b, t] v and pos : IT #[t] n"),
+    # positions typed below 2 cannot reach the last of a context of 4 tokens
+    ("shortPos", "step model 'shortPos' takes pos : IT #[1] 2, positions below 2, but the "
+                 "context holds 4 tokens"),
     ("noCache", "step model 'noCache' returns T #[1, 1, 8]; it must return the logits and "
                 "then its 1 cache(s) (cache : T #[1, 4]), in order"),
 ])

@@ -49,7 +49,10 @@ def test_accepted(tmp_path, name, src):
 REJECT = [
     ("T is a type family, not one handle type", "def f (x : T #[1]) : T #[2] := x", 3,
      ["T #[1]", "T #[2]"]),
-    ("IT and T differ", "def f (x : IT #[3]) : T #[3] := x", 3, ["IT #[3]", "T #[3]"]),
+    ("IT and T differ", "def f (x : IT #[3] 7) : T #[3] := x", 3, ["IT #[3] 7", "T #[3]"]),
+    ("IT bounds differ", "def f (x : IT #[3] 7) : IT #[3] 8 := x", 3, ["IT #[3] 7", "IT #[3] 8"]),
+    ("IT needs its bound", "def f (x : IT #[3]) : T #[3] := tanh x", 3,
+     ["'IT' is missing its explicit argument 'n' : Nat"]),
     ("0 + n is not n", "def f (n : Nat) (x : T #[0 + n]) : T #[n] := x", 3, ["T #[0 + n]", "T #[n]"]),
     ("n + m is not m + n", "def f (n m : Nat) (x : T #[n + m]) : T #[m + n] := x", 3,
      ["T #[n + m]", "T #[m + n]"]),

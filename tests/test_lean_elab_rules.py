@@ -99,7 +99,7 @@ def test_deriving_through_a_vector_needs_the_element_instance(tmp_path):
     ("Repr", "x : Float", True), ("BEq", "x : Nat", True), ("DecidableEq", "x : Float", False),
     ("Repr", "x : T #[2]", False), ("Inhabited", "x : T #[2]", True),
     ("TensorStruct", "x : Nat", True), ("TensorStruct", "x : Array Nat", False),
-    ("TensorStruct", "x : T #[2] × IT #[3]", True), ("BEq", "x : Vector Nat 3", True),
+    ("TensorStruct", "x : T #[2] × IT #[3] 5", True), ("BEq", "x : Vector Nat 3", True),
     ("Repr", "x : Vector (T #[2]) 3", False),
 ])
 def test_deriving_checks_every_field_type(tmp_path, cls, field, ok):

@@ -32,8 +32,8 @@ def _run(tmp_path, cache, *extra):
     ("model.c.vocab=65", "output 0 (logits) is T #[4, 16, 65] but task 'char_lm' expects "
                          "T [batch=4, seq=16, vocab=75] (model.c.vocab is 65)"),
     # a dim the task sets, given differently in the config
-    ("model.b=7", "argument 'idx' : IT #[b, t] with b = 7 (model.b) but task 'char_lm' feeds "
-                  "idx : IT [batch=4, seq=16]"),
+    ("model.b=7", "argument 'idx' : IT #[b, t] c.vocab with b = 7 (model.b) but task 'char_lm' "
+                  "feeds idx : IT [batch=4, seq=16] vocab"),
     ("sample.temprature=1", "unknown key 'sample.temprature'"),
     ("train.lrr=1", "unknown key 'train.lrr'"),
     ("task.seq=17", "'h : t ≤ c.block'"),

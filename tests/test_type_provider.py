@@ -34,9 +34,20 @@ def _check(ckpt, body: str, provider: str = '"model.safetensors"'):
 def test_types_follow_the_header(ckpt):
     body = ("def q : T #[16, 16] := Bert.encoder.layer[1].attention.query.weight\n"
             "def e : T #[100, 16] := Bert.encoder.embed.weight\n"
-            "def p : IT #[1, 8] := Bert.encoder.position_ids\n"
+            "def p : IT #[1, 8] 9223372036854775808 := Bert.encoder.position_ids\n"
             "def f (x : T #[3, 16]) : T #[3, 4] := linear x Bert.pooler.dense.weight")
     assert _check(ckpt, body) == []
+
+
+@pytest.mark.parametrize("dtype,bound", [(torch.int64, 2**63), (torch.int32, 2**31),
+                                         (torch.uint8, 2**8), (torch.bool, 2)])
+def test_an_integer_tensor_is_bounded_by_its_dtype(tmp_path, dtype, bound):
+    # the header says nothing tighter than the dtype: every non-negative value is below it
+    save_file({"ids": torch.zeros(2, dtype=dtype), "w": torch.zeros(2)},
+              str(tmp_path / "model.safetensors"))
+    assert _check(tmp_path, f"def p : IT #[2] {bound} := Bert.ids") == []
+    diags = _check(tmp_path, f"def p : IT #[2] {bound - 1} := Bert.ids")
+    assert len(diags) == 1 and f"IT #[2] {bound}" in diags[0].message, diags
 
 
 def test_a_shape_the_checkpoint_does_not_have_is_rejected(ckpt):

@@ -100,7 +100,61 @@ def test_dtype_disagreement(signatures):
 def test_input_dtype_rejected_by_signature(signatures):
     doc = mlp(8)
     doc["inputs"][1]["dtype"] = "f32"
-    one_problem(doc, signatures, "node %3 (cross_entropy", "input 'target' of 'cross_entropy' has type T #[8]", "IT #[8] is expected")
+    del doc["inputs"][1]["bound"]
+    one_problem(doc, signatures, "node %3 (cross_entropy",
+                "input 'target' of 'cross_entropy' has type T #[8]", "IT #[8] 3 is expected")
+
+
+def test_input_bound_must_fit_the_signature(signatures):
+    # targets bounded by 4 against 3-class logits: the loss's `IT #[b] c` rejects them
+    doc = mlp(8)
+    doc["inputs"][1]["bound"] = 4
+    one_problem(doc, signatures, "node %3 (cross_entropy",
+                "input 'target' of 'cross_entropy' has type IT #[8] 4", "IT #[8] 3 is expected")
+
+
+def test_embedding_ids_bounded_by_another_table_are_rejected(signatures):
+    g = GraphBuilder()
+    ids = g.input("ids", [2, 3], "i64", bound=10)
+    table = g.param("wte", [11, 4])
+    g.output("out", g.node("embedding2", [ids, table], [2, 3, 4]))
+    # the ids fix v = 10 first (signature order), so the table of 11 rows is the mismatch
+    one_problem(g.build(), signatures, "node %0 (embedding2",
+                "input 'table' of 'embedding2' has type T #[11, 4] but T #[10, ?d] is expected")
+    g.doc["inputs"][0]["bound"] = 11
+    assert load_graph(g.build(), signatures).inputs[0].bound == 11
+
+
+@pytest.mark.parametrize("change,fragment", [
+    ({"bound": None}, "input 'y': an i64 input needs its 'bound'"),
+    ({"bound": -1}, "input 'y': bound is -1; expected an integer in 0..2**63"),
+    ({"bound": 2**63 + 1}, "bound is 9223372036854775809"),
+    ({"bound": 3.0}, "bound is 3.0"),
+    ({"bound": True}, "bound is true"),
+    ({"bound": "3"}, "bound is \"3\""),
+])
+def test_bad_input_bound(signatures, change, fragment):
+    doc = mlp(8)
+    if change["bound"] is None:
+        del doc["inputs"][1]["bound"]
+    else:
+        doc["inputs"][1].update(change)
+    # the broken input is not checked again through its users: one problem
+    one_problem(doc, signatures, fragment)
+
+
+def test_float_input_with_a_bound(signatures):
+    doc = mlp(8)
+    doc["inputs"][0]["bound"] = 3
+    one_problem(doc, signatures, "input 'x': only i64 inputs have a bound, this one is f32")
+
+
+def test_bound_round_trips_and_only_integer_inputs_have_the_key(signatures):
+    g = load_graph(mlp(8, classes=5), signatures)
+    assert g.inputs[1].bound == 5 and g.inputs[1].type == TensorType((8,), "i64", 5)
+    assert str(g.inputs[1].type) == "IT #[8] 5"
+    records = json.loads(g.to_json())["inputs"]
+    assert "bound" not in records[0] and records[1]["bound"] == 5
 
 
 @pytest.mark.parametrize("field,index,value,fragment", [
@@ -123,7 +177,9 @@ def test_param_path_colliding_with_input(signatures):
 
 
 @pytest.mark.parametrize("key,value,fragment", [
-    ("version", 2, "version is 2; this harness reads version 1"),
+    ("version", 3, "version is 3; this harness reads version 2"),
+    ("version", 1, "version is 1; this harness reads version 2, in which every i64 input "
+                   "carries its bound"),
     ("version", True, "version is true"),
     ("format", "onnx", "format is \"onnx\"; expected 'tyr.graph'"),
 ])

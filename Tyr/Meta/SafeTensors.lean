@@ -21,7 +21,7 @@ named subtree of the dotted tensor names, and the constant `Bert`:
   `img_mlp.2` are the fields `«0»` and `«2»`), sorted (numbers by value, names by code point).
 * The structure at the named path `a.b` (list indices left out: items share one type) is
   `Bert.a.b.Schema`, the root's `Bert.Schema` (`Bert.Schema.a` is the root's projection `a`).
-* A tensor field is `torch.T #[d₀, …]` (float dtypes) or `torch.IT #[…]` (integer, `BOOL`), a
+* A tensor field is `torch.T #[d₀, …]` (float dtypes) or `torch.IT #[…] k` (integer, `BOOL`), a
   list field `Vector τ n`; fields are named by the segments (`Bert.«lm-head»`).
 * Every structure derives `Inhabited` and `torch.TensorStruct` (whose paths are the tensor
   names). `def Bert : Bert.Schema` holds, for each float tensor, the parameter
@@ -70,6 +70,21 @@ def isFloat? (dtype : String) : Option Bool :=
   else if ["BOOL", "U8", "I8", "U16", "I16", "U32", "I32", "U64", "I64"].contains dtype then
     some false
   else none
+
+/-- The bound `k` of an integer tensor's type `torch.IT #[…] k`: the header says nothing tighter
+than the dtype, so every non-negative value the dtype holds is below it (`BOOL` 2, `U8` 2⁸,
+`I8` 2⁷, …, `I64` 2⁶³), as `INT_BOUNDS` in `pytyr/lean/provider.py`. -/
+def intBound (dtype : String) : Nat :=
+  match dtype with
+  | "BOOL" => 2
+  | "U8" => 2 ^ 8
+  | "I8" => 2 ^ 7
+  | "U16" => 2 ^ 16
+  | "I16" => 2 ^ 15
+  | "U32" => 2 ^ 32
+  | "I32" => 2 ^ 31
+  | "U64" => 2 ^ 64
+  | _ => 2 ^ 63
 
 /-- Segments Lean already uses for a structure's own declarations (`S.mk`, `S.rec`, …). -/
 def reserved : List String :=
@@ -263,11 +278,17 @@ def shapeTerm (shape : Array Nat) : CommandElabM Term := do
   let dims : Array Term := shape.map fun d => ⟨(Syntax.mkNumLit (toString d)).raw⟩
   `(#[$dims,*])
 
-/-- The type of a tensor: `torch.T #[…]` for a float dtype, `torch.IT #[…]` otherwise. -/
+/-- The type of a tensor: `torch.T #[…]` for a float dtype, `torch.IT #[…] k` otherwise, `k` its
+`intBound`. -/
 def leafType (s : Spec) : CommandElabM Term := do
-  let fam := mkCIdent (if isFloat? s.dtype == some true then ``torch.T else ``torch.IT)
   let shape ← shapeTerm s.shape
-  `($fam:ident $shape)
+  if isFloat? s.dtype == some true then
+    let fam := mkCIdent ``torch.T
+    `($fam:ident $shape)
+  else
+    let fam := mkCIdent ``torch.IT
+    let bound : Term := ⟨(Syntax.mkNumLit (toString (intBound s.dtype))).raw⟩
+    `($fam:ident $shape $bound)
 
 /-- Declare the structures of `t` at the named path `np` under `root`, children first, and
 return the type of a value shaped like `t`. `ns` is the current namespace. -/
@@ -292,7 +313,7 @@ partial def declare (ns root np : Name) (t : Tree) : CommandElabM Term := do
 
 /-- The value of `t` (declared by `declare` at the same `ns`, `root`, `np`): a float tensor is
 `torch.param (s := #[…]) (torch.Init.checkpoint "file" "name")`, an integer one
-`(default : torch.IT #[…])`, a list `#v[item₀, …]`, a structure `S.mk field₀ …`. Every term
+`(default : torch.IT #[…] k)`, a list `#v[item₀, …]`, a structure `S.mk field₀ …`. Every term
 carries its own type, so none needs an expected type. -/
 partial def valueOf (ns root np : Name) (file : String) (t : Tree) : CommandElabM Term := do
   match t with

@@ -20,13 +20,14 @@ example : Vector Tiny.layers.Schema 2 := Tiny.layers
 example : Tiny.layers.attn.Schema := Tiny.layers[1].attn
 example : Vector Tiny.layers.experts.Schema 2 := Tiny.layers[0].experts
 
--- Tensor fields carry the header's shapes: float dtypes give `T`, integer ones `IT`.
+-- Tensor fields carry the header's shapes: float dtypes give `T`, integer ones `IT` with the
+-- bound of their dtype (`I64`: 2⁶³).
 example : T #[16, 8] := Tiny.embed.weight
 example : T #[8, 8] := Tiny.layers[0].attn.w_q
 example : T #[8] := Tiny.layers[1].ln.bias
 example : T #[8, 4] := Tiny.layers[1].experts[1].w
 example : T #[8, 16] := Tiny.«lm-head».weight
-example : IT #[1, 4] := Tiny.position_ids
+example : IT #[1, 4] 9223372036854775808 := Tiny.position_ids
 example : T #[] := Tiny.scale
 
 -- A shape the checkpoint does not have is a type error.

@@ -15,11 +15,11 @@ inside a value of type `α`, whatever its shape, so that generic code can
 * `mapPathM` with the *field path* of each tensor, e.g. `blocks.0.attn.w_q`: structure fields
   are named by their field names, vector elements by their index, joined with dots.
 
-Instances here cover `T s`, `IT s`, pairs, `Option` and core's length-indexed `Vector α n`;
+Instances here cover `T s`, `IT s n`, pairs, `Option` and core's length-indexed `Vector α n`;
 `deriving TensorStruct` (module `Tyr.Meta.Deriving`) writes the instance of a structure.
 
 Choices:
-* Integer tensors `IT s` are **not** traversed: they are data (token ids, targets), never
+* Integer tensors `IT s n` are **not** traversed: they are data (token ids, targets), never
   trainable parameters, and the traversal functions are typed over float tensors `T s` only.
   Their instance leaves them unchanged and `fold` skips them.
 * Non-tensor fields of type `Nat`, `Float`, `Bool`, `String` or `Unit` (e.g. a size stored
@@ -98,7 +98,7 @@ instance {s : Shape} : TensorStruct (T s) where
   mapPathM f p t := f p t
 
 /-- Integer tensors are data, not parameters: they are not visited (see the module doc). -/
-instance {s : Shape} : TensorStruct (IT s) := TensorStruct.constant (IT s)
+instance {s : Shape} {n : Nat} : TensorStruct (IT s n) := TensorStruct.constant (IT s n)
 
 /-- A natural number field (a stored size) holds no tensor. -/
 instance : TensorStruct Nat := TensorStruct.constant Nat

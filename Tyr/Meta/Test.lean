@@ -92,7 +92,8 @@ def named {α : Type} [TensorStruct α] (x : α) : α :=
   ["left", "right"]
 #guard TensorStruct.paths ((zeros : T #[1]), (some (ones : T #[2]) : Option (T #[2]))) ==
   ["fst", "snd"]
-#guard TensorStruct.paths ((⟨.input "ids" #[4] .i64⟩ : IT #[4]), (zeros : T #[4])) == ["snd"]
+#guard TensorStruct.paths ((⟨.input "ids" #[4] (.i64 10)⟩ : IT #[4] 10), (zeros : T #[4])) ==
+  ["snd"]
 
 /-- A marked model (the attribute only records the name). -/
 @[model] def tinyModel (x : T #[2]) : T #[2] := x

@@ -115,7 +115,7 @@ def block (c : DiffusionConfig) {b t : Nat} (p : Block c) (x : T #[b, t, c.n_emb
 /-- Logits of the original character at every position of `b` partly masked sequences of
 `t ≤ block` tokens. -/
 def logits (c : DiffusionConfig) {b t : Nat} (h : t ≤ c.block) (p : DiffusionParams c)
-    (ids : IT #[b, t]) : T #[b, t, c.vocab] :=
+    (ids : IT #[b, t] (c.mask + 1)) : T #[b, t, c.vocab] :=
   let tok := embedding2 ids p.wte
   let x := dropout (addRows tok (rows p.wpe t h)) c.dropout
   let x := p.blocks.foldl (fun x blk => block c blk x) x
@@ -124,7 +124,8 @@ def logits (c : DiffusionConfig) {b t : Nat} (h : t ≤ c.block) (p : DiffusionP
 /-- Sampling: logits for `b` partly masked sequences of `t` tokens. -/
 @[model]
 def diffusionLogits (c : DiffusionConfig) {b t : Nat} (h : t ≤ c.block)
-    (p : DiffusionParams c) (ids : IT #[b, t]) : T #[b, t, c.vocab] :=
+    (p : DiffusionParams c) (ids : IT #[b, t] (c.mask + 1)) :
+    T #[b, t, c.vocab] :=
   logits c h p ids
 
 /-- Training: logits of the masked sequences `ids` and the negative ELBO, the cross entropy
@@ -132,7 +133,8 @@ against the original characters `targets` weighted per position by `weights` (na
 character). -/
 @[model]
 def diffusion (c : DiffusionConfig) {b t : Nat} (h : t ≤ c.block) (p : DiffusionParams c)
-    (ids : IT #[b, t]) (targets : IT #[b, t]) (weights : T #[b, t]) :
+    (ids : IT #[b, t] (c.mask + 1)) (targets : IT #[b, t] c.vocab)
+    (weights : T #[b, t]) :
     T #[b, t, c.vocab] × T #[] :=
   let z := logits c h p ids
   (z, weightedCrossEntropy2 z targets weights)

@@ -91,8 +91,8 @@ def block (c : GPTConfig) {b t : Nat} (p : Block c) (x : T #[b, t, c.n_embd]) :
   add x (mlp c p.mlp (layerNorm3 x p.ln_2 p.ln_2_bias))
 
 /-- Next-token logits for every position of `b` sequences of `t ≤ block` tokens. -/
-def logits (c : GPTConfig) {b t : Nat} (h : t ≤ c.block) (p : GPTParams c) (idx : IT #[b, t]) :
-    T #[b, t, c.vocab] :=
+def logits (c : GPTConfig) {b t : Nat} (h : t ≤ c.block) (p : GPTParams c)
+    (idx : IT #[b, t] c.vocab) : T #[b, t, c.vocab] :=
   let tok := embedding2 idx p.wte
   let x := dropout (addRows tok (rows p.wpe t h)) c.dropout
   let x := p.blocks.foldl (fun x blk => block c blk x) x
@@ -101,12 +101,12 @@ def logits (c : GPTConfig) {b t : Nat} (h : t ≤ c.block) (p : GPTParams c) (id
 /-- Sampling: logits for a context of `t` tokens. -/
 @[model]
 def gptLogits (c : GPTConfig) {b t : Nat} (h : t ≤ c.block) (p : GPTParams c)
-    (idx : IT #[b, t]) : T #[b, t, c.vocab] :=
+    (idx : IT #[b, t] c.vocab) : T #[b, t, c.vocab] :=
   logits c h p idx
 
 /-- Training: logits and the mean cross entropy against the next tokens. -/
 @[model]
-def gpt (c : GPTConfig) {b t : Nat} (h : t ≤ c.block) (p : GPTParams c) (idx : IT #[b, t])
-    (targets : IT #[b, t]) : T #[b, t, c.vocab] × T #[] :=
+def gpt (c : GPTConfig) {b t : Nat} (h : t ≤ c.block) (p : GPTParams c)
+    (idx : IT #[b, t] c.vocab) (targets : IT #[b, t] c.vocab) : T #[b, t, c.vocab] × T #[] :=
   let z := logits c h p idx
   (z, crossEntropy2 z targets)

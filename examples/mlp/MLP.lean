@@ -36,7 +36,8 @@ def logits (c : MLPConfig) {b : Nat} (p : MLPParams c) (x : T #[b, c.inputs]) : 
 
 /-- The training graph: logits and the mean cross-entropy loss against labels `y`. -/
 @[model]
-def mlp (c : MLPConfig) {b : Nat} (p : MLPParams c) (x : T #[b, c.inputs]) (y : IT #[b]) :
+def mlp (c : MLPConfig) {b : Nat} (p : MLPParams c) (x : T #[b, c.inputs])
+    (y : IT #[b] c.classes) :
     T #[b, c.classes] × T #[] :=
   let z := logits c p x
   (z, crossEntropy z y)

@@ -141,14 +141,14 @@ def head (c : NanoChatConfig) {b t : Nat} (p : NanoChatParams c) (x : T #[b, t, 
 
 /-- Next-token logits for every position of `b` sequences of `t` tokens. -/
 def logits (c : NanoChatConfig) {b t : Nat} (hkv : c.n_head % c.n_kv_head = 0)
-    (p : NanoChatParams c) (idx : IT #[b, t]) : T #[b, t, c.vocab] :=
+    (p : NanoChatParams c) (idx : IT #[b, t] c.vocab) : T #[b, t, c.vocab] :=
   let x := rmsNorm3 (embedding2 idx p.wte)
   head c p (p.blocks.foldl (fun x blk => block c hkv blk x) x)
 
 /-- One block of a decoding step: the state is the stream and the two stacks of caches; the
 block reads its caches from the front of the stacks and pushes the updated ones at the end. -/
 def blockStep (c : NanoChatConfig) {b t : Nat} (hkv : c.n_head % c.n_kv_head = 0)
-    (hl : 0 < c.depth) (pos : IT #[t]) (p : Block c)
+    (hl : 0 < c.depth) (pos : IT #[t] c.block) (p : Block c)
     (s : T #[b, t, c.width] × (Cache c b × Cache c b)) :
     T #[b, t, c.width] × (Cache c b × Cache c b) :=
   let x := s.fst
@@ -165,8 +165,8 @@ def blockStep (c : NanoChatConfig) {b t : Nat} (hkv : c.n_head % c.n_kv_head = 0
 @[model]
 def nanochat (c : NanoChatConfig) {b t : Nat} (hT : t ≤ c.block)
     (hdiv : c.n_embd % c.n_head = 0) (hrot : c.n_embd / c.n_head % 2 = 0)
-    (hkv : c.n_head % c.n_kv_head = 0) (p : NanoChatParams c) (idx : IT #[b, t])
-    (targets : IT #[b, t]) : T #[b, t, c.vocab] × T #[] :=
+    (hkv : c.n_head % c.n_kv_head = 0) (p : NanoChatParams c) (idx : IT #[b, t] c.vocab)
+    (targets : IT #[b, t] c.vocab) : T #[b, t, c.vocab] × T #[] :=
   let z := logits c hkv p idx
   (z, crossEntropy2 z targets)
 
@@ -174,7 +174,7 @@ def nanochat (c : NanoChatConfig) {b t : Nat} (hT : t ≤ c.block)
 @[model]
 def nanochatLogits (c : NanoChatConfig) {b t : Nat} (hT : t ≤ c.block)
     (hdiv : c.n_embd % c.n_head = 0) (hrot : c.n_embd / c.n_head % 2 = 0)
-    (hkv : c.n_head % c.n_kv_head = 0) (p : NanoChatParams c) (idx : IT #[b, t]) :
+    (hkv : c.n_head % c.n_kv_head = 0) (p : NanoChatParams c) (idx : IT #[b, t] c.vocab) :
     T #[b, t, c.vocab] :=
   logits c hkv p idx
 
@@ -184,7 +184,7 @@ every layer in, their logits and the updated caches out. -/
 def nanochatStep (c : NanoChatConfig) {b t : Nat} (hT : t ≤ c.block)
     (hdiv : c.n_embd % c.n_head = 0) (hrot : c.n_embd / c.n_head % 2 = 0)
     (hkv : c.n_head % c.n_kv_head = 0) (hl : 0 < c.depth) (p : NanoChatParams c)
-    (idx : IT #[b, t]) (pos : IT #[t]) (k_cache v_cache : Cache c b) :
+    (idx : IT #[b, t] c.vocab) (pos : IT #[t] c.block) (k_cache v_cache : Cache c b) :
     T #[b, t, c.vocab] × (Cache c b × Cache c b) :=
   let x := rmsNorm3 (embedding2 idx p.wte)
   let s := p.blocks.foldl (fun s blk => blockStep c hkv hl pos blk s) (x, (k_cache, v_cache))

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from pytyr.data.shards import check_vocab
 from pytyr.errors import ConfigError, DataError
 
 
@@ -23,11 +24,14 @@ class RandomBatches:
     x[b] = tokens[i_b : i_b + seq] and y[b] = tokens[i_b + 1 : i_b + seq + 1] for random
     offsets i_b in [0, len(tokens) - seq).
 
-    `tokens` is any 1-D integer array (a shard memmap reads only the windows it needs).
+    `tokens` is any 1-D integer array (a shard memmap reads only the windows it needs). With
+    `vocab_size`, every token is checked to be below it first (one pass): the ids are fed as
+    `IT #[b, t] vocab`, and a token outside the vocabulary is a DataError naming its position.
     """
 
     def __init__(self, tokens: np.ndarray, batch: int, seq: int, *, seed: int,
-                 rank: int = 0, world: int = 1, device: str | torch.device | None = None):
+                 rank: int = 0, world: int = 1, device: str | torch.device | None = None,
+                 vocab_size: int | None = None):
         for name, value in (("batch", batch), ("seq", seq), ("world", world)):
             if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
                 raise ConfigError(f"RandomBatches: {name} must be a positive integer, "
@@ -41,6 +45,8 @@ class RandomBatches:
         if len(tokens) < seq + 1:
             raise DataError(f"RandomBatches: {len(tokens)} tokens are too few for windows of "
                             f"seq {seq} plus the shifted target (need at least {seq + 1})")
+        if vocab_size is not None:
+            check_vocab(tokens, vocab_size, "RandomBatches")
         self.tokens = tokens
         self.batch, self.seq, self.seed = batch, seq, seed
         self.rank, self.world = rank, world

@@ -13,7 +13,8 @@ shards in order, either back to back (row j of a shard starts at token j * seq) 
 
 Batch k of either iterator is a pure function of k, so the iterator's whole state is the
 counter: `state_dict()` / `load_state_dict()` resume exactly on the next batch.
-`check_against_graph` compares an iterator's batch shape with the model's token input.
+`check_against_graph` compares an iterator's batch shape with the model's token input, and its
+vocabulary with the bound of that input's type (`IT #[b, t] n` takes ids below `n`).
 """
 from __future__ import annotations
 
@@ -137,6 +138,7 @@ class SequentialBatchIterator:
         arrays, names = load_shards(shards, vocab_size, fmt)
         self.batch, self.seq, self.rank, self.world = batch, seq, rank, world
         self.bos_id, self.loop, self.device = bos_id, loop, device
+        self.vocab_size = vocab_size  # every token was checked below it
         self._rows = _Rows(arrays, names, seq, bos_id)
         per_step = batch * world
         steps = [c // per_step for c in self._rows.counts]
@@ -252,9 +254,13 @@ class BatchIterator:
         if last not in ("drop", "short", "pad"):
             raise ConfigError(f"{owner}: last must be 'drop', 'short' or 'pad' (what to do "
                               f"with the last, short batch), got {last!r}")
+        if last == "pad" and vocab_size is not None and not 0 <= pad_id < vocab_size:
+            raise ConfigError(f"{owner}: pad_id {pad_id} is outside the vocabulary "
+                              f"(vocab_size {vocab_size}); padding is fed as ids too")
         arrays, names = load_shards(shards, vocab_size, fmt)
         self.batch, self.seq, self.last, self.rank, self.world = batch, seq, last, rank, world
         self.pad_id, self.bos_id, self.device = pad_id, bos_id, device
+        self.vocab_size = vocab_size  # every token (and the padding) was checked below it
         rows = _Rows(arrays, names, seq, bos_id)
         # The global row table: (shard, start, length); the length is seq + 1 but for padded tails.
         table = [(s, rows.start(s, j), seq + 1) for s, c in enumerate(rows.counts)
@@ -366,7 +372,7 @@ def _token_input(graph: Any, input_name: str | None) -> Any:
 
 
 def _type(inp: Any) -> str:
-    return f"{'IT' if inp.dtype == 'i64' else 'T'} #[{', '.join(map(str, inp.shape))}]"
+    return str(inp.type)
 
 
 def check_against_graph(iterator: Any, graph: Any | Sequence[Any],
@@ -374,7 +380,8 @@ def check_against_graph(iterator: Any, graph: Any | Sequence[Any],
     """Check, before training, that every batch shape the iterator yields is the token input
     of an instantiated graph (`graph`, or one of several: a model instantiated for the full
     and for the short last batch). The token input is `input_name`, else the graph's first
-    i64 rank-2 input. A disagreement is a ConfigError naming both shapes."""
+    i64 rank-2 input. A disagreement is a ConfigError naming both shapes; so is a vocabulary
+    (`vocab_size`, when the iterator was given one) larger than the input's bound."""
     graphs = list(graph) if isinstance(graph, (list, tuple)) else [graph]
     found = [(g, _token_input(g, input_name)) for g in graphs]
     for inp in (i for _, i in found):
@@ -390,3 +397,9 @@ def check_against_graph(iterator: Any, graph: Any | Sequence[Any],
                               f"(batch {b}, seq {t}) but {models} (b = "
                               f"{', '.join(str(i.shape[0]) for _, i in found)}, t = "
                               f"{', '.join(str(i.shape[1]) for _, i in found)})")
+    vocab = getattr(iterator, "vocab_size", None)
+    for g, i in found:
+        if vocab is not None and i.bound is not None and vocab > i.bound:
+            raise ConfigError(f"{type(iterator).__name__} yields ids below {vocab} (its "
+                              f"vocab_size) but model '{getattr(g, 'model', '<graph>')}' input "
+                              f"'{i.name}' : {_type(i)} takes ids below {i.bound}")

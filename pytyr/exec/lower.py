@@ -7,9 +7,12 @@ pure function of (inputs..., parameters...): parameters are passed to it as argu
 than fetched with `get_attr`, so that any path segment a Lean structure can have (`to`,
 `eval`, `forward`) is a valid parameter name and the module tree is exactly the path tree.
 
-Input types are checked at the call boundary. A node that fails at run time is located by
-re-running the graph node by node (only on that error path, so a normal step pays nothing)
-and reported as an `ExecError` naming the node, its op and its Lean source position.
+Input types are checked at the call boundary, the bound of an integer input's type included
+(`IT s n`: every value in `[0, n)`, one `aminmax` per integer input), so an id outside its
+table is an error naming the input before it reaches an embedding. A node that fails at run
+time is located by re-running the graph node by node (only on that error path, so a normal
+step pays nothing) and reported as an `ExecError` naming the node, its op and its Lean source
+position.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from torch import fx, nn
 from pytyr.errors import ExecError
 from pytyr.exec.kernels import KernelRouter
 from pytyr.exec.ops import OPS, TORCH_DTYPES, Lower
-from pytyr.ir.graph import Graph, Node, Param
+from pytyr.ir.graph import Graph, Input, Node, Param
 
 # Attributes a plain nn.Module keeps in its own __dict__ and reassigns later (`training`
 # on .train()); a child or parameter of the same name would break those assignments.
@@ -102,6 +105,18 @@ class _Locator(fx.Interpreter):
             raise ExecError(f"{describe(ir_node)} failed: {e}") from e
 
 
+def _check_bound(spec: Input, x: torch.Tensor) -> None:
+    """Every value of the integer input `x` lies in `[0, bound)`; else an ExecError naming the
+    input, the first value outside and its index. One reduction (and one device sync) when it
+    holds: a few microseconds on CPU for a batch of ids."""
+    lo, hi = torch.aminmax(x)
+    if int(lo) >= 0 and int(hi) < spec.bound:
+        return
+    at = ((x < 0) | (x >= spec.bound)).nonzero()[0]
+    raise ExecError(f"input {spec.name!r} : {spec.type} holds {int(x[tuple(at)])} at "
+                    f"{at.tolist()}, outside [0, {spec.bound}), the values its type allows")
+
+
 class TyrModule(nn.Module):
     """A graph IR model as a module: parameters at their paths, `forward(*inputs)` returning
     the tuple of the graph's outputs in order."""
@@ -164,6 +179,8 @@ class TyrModule(nn.Module):
                     f"input {spec.name!r} has dtype {x.dtype} but the graph expects "
                     f"{spec.dtype} ({TORCH_DTYPES[spec.dtype]})"
                 )
+            if spec.bound is not None and x.numel():
+                _check_bound(spec, x)
 
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         self._check_inputs(inputs)

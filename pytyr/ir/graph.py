@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 FORMAT = "tyr.graph"
-VERSION = 1
+VERSION = 2  # 2: an i64 input carries its bound (docs/ir.md, "Versioning")
 DTYPES = ("f32", "i64")
 INIT_KINDS = {"zeros": (), "ones": (), "normal": ("std",), "uniform": ("bound",),
               "checkpoint": ("file", "key")}
@@ -24,12 +24,17 @@ AttrValue = int | float | list[int]
 
 @dataclass(frozen=True)
 class TensorType:
+    """`T #[…]` (f32), or `IT #[…] bound` (i64, every value in `[0, bound)`)."""
+
     shape: tuple[int, ...]
     dtype: str = "f32"
+    bound: int | None = None  # i64 values only: Lean's `IT s n` is bounded by `n`
 
     def __str__(self) -> str:
-        family = "T" if self.dtype == "f32" else "IT"
-        return f"{family} #[{', '.join(map(str, self.shape))}]"
+        dims = f"#[{', '.join(map(str, self.shape))}]"
+        if self.dtype == "f32":
+            return f"T {dims}"
+        return f"IT {dims} {self.bound if self.bound is not None else '?'}"
 
 
 @dataclass
@@ -37,10 +42,11 @@ class Input:
     name: str
     shape: tuple[int, ...]
     dtype: str = "f32"
+    bound: int | None = None  # an i64 input's values lie in [0, bound); None for f32
 
     @property
     def type(self) -> TensorType:
-        return TensorType(tuple(self.shape), self.dtype)
+        return TensorType(tuple(self.shape), self.dtype, self.bound)
 
 
 @dataclass
@@ -99,6 +105,8 @@ class Graph:
             d = {f.name: _plain(getattr(obj, f.name)) for f in fields(obj)}
             if "shape" in d:
                 d["shape"] = list(d["shape"])
+            if d.get("bound", 0) is None:  # only integer inputs have the key
+                del d["bound"]
             return d
 
         return {

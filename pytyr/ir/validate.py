@@ -25,6 +25,7 @@ from pytyr.ir.graph import Param, TensorType
 MAX_RANK = 8
 MAX_NUMEL = 2**40
 MAX_INT = 2**62  # attribute integers must fit an int64 with room to spare
+MAX_BOUND = 2**63  # an i64 input's bound: every non-negative int64 is below it
 MAX_PROBLEMS = 200  # a hostile document could otherwise produce millions of lines
 
 _IDENT = r"[^\W\d]\w*"
@@ -37,7 +38,7 @@ _NODE_NAME = re.compile(r"%[0-9]+")
 # dataclasses in `graph.py`). Unknown keys are reported: a misspelt key is a bug upstream.
 _TOP_REQUIRED = ("format", "version", "model", "inputs", "params", "nodes", "outputs")
 _TOP_OPTIONAL = ("config", "source")
-_INPUT_KEYS = (("name", "shape"), ("dtype",))
+_INPUT_KEYS = (("name", "shape"), ("dtype", "bound"))
 _PARAM_KEYS = (("path", "shape"), ("dtype", "init"))
 _NODE_KEYS = (("name", "op", "inputs", "attrs", "shape"), ("dtype", "loc", "implicit"))
 _OUTPUT_KEYS = (("name", "ref"), ())
@@ -214,6 +215,24 @@ class _Checker:
         self.add(f"{where}: dtype is {_show(value)}; expected one of {', '.join(DTYPES)}")
         return None
 
+    def bound(self, obj: dict, dtype: str | None, where: str) -> int | None:
+        """An i64 input's bound (`IT s n`: every value in `[0, n)`); f32 inputs have none."""
+        if dtype is None:
+            return None
+        value = obj.get("bound")
+        if dtype != "i64":
+            if "bound" in obj:
+                self.add(f"{where}: only i64 inputs have a bound, this one is {dtype}")
+            return None
+        if "bound" not in obj:
+            self.add(f"{where}: an i64 input needs its 'bound' (the n of its type IT s n: "
+                     f"every value lies in [0, n))")
+        elif not (_is_int(value) and 0 <= value <= MAX_BOUND):
+            self.add(f"{where}: bound is {_show(value)}; expected an integer in 0..2**63")
+        else:
+            return value
+        return None
+
     def init(self, value: Any, where: str) -> dict[str, Any] | None:
         if not isinstance(value, dict):
             self.add(f"{where}: init must be an object, got {_json_type(value)}")
@@ -283,13 +302,14 @@ class _Checker:
             return None
         name = self.string(obj["name"], where, "name")
         shape, dtype = self.shape(obj["shape"], where), self.dtype(obj, where)
+        bound = self.bound(obj, dtype, where)
         if name is not None and not _INPUT_NAME.fullmatch(name):
             self.add(f"{where}: the name is not an identifier")
             name = None
-        ok = None not in (shape, dtype)
+        ok = None not in (shape, dtype) and (bound is not None) == (dtype == "i64")
         if name is not None:
-            self.define(name, where, TensorType(shape, dtype) if ok else None)
-        return Input(name, shape, dtype)
+            self.define(name, where, TensorType(shape, dtype, bound) if ok else None)
+        return Input(name, shape, dtype, bound)
 
     def param(self, i: int, obj: Any) -> Param | None:
         path = obj.get("path") if isinstance(obj, dict) else None
@@ -406,7 +426,11 @@ class _Checker:
         if "format" in doc and doc["format"] != FORMAT:
             self.add(f"format is {_show(doc['format'])}; expected {FORMAT!r}")
         version = doc.get("version", VERSION)
-        if not (_is_int(version) and version == VERSION):
+        if _is_int(version) and version == 1:
+            self.add(f"version is 1; this harness reads version {VERSION}, in which every i64 "
+                     f"input carries its bound (docs/ir.md): make the graph again from its Lean "
+                     f"source (`tyr graph`), or rebuild the model library")
+        elif not (_is_int(version) and version == VERSION):
             self.add(f"version is {_show(version)}; this harness reads version {VERSION}")
         model = self.string(doc.get("model", ""), "the document", "model")
         source = doc.get("source")

@@ -134,6 +134,8 @@ NATIVE_MODULE_PREFIX = "Tyr.Meta"
 NATIVE_DERIVING = {"Repr", "BEq", "Inhabited", "Hashable", "DecidableEq", "TensorStruct"}
 KNOWN_ATTRS = {"model"}
 TENSOR_FAMILIES = {"torch.T": "f32", "torch.IT": "i64"}
+# `T s`; `IT s n`, an index tensor whose values lie in `[0, n)` (Tyr/Core.lean).
+TENSOR_ARITY = {"torch.T": 1, "torch.IT": 2}
 
 
 class Env:

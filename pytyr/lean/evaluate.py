@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import Pos
 from ..ir.graph import Input, Node, Output, Param, TensorType
 from .defeq import Normalizer
-from .env import TENSOR_FAMILIES, DefInfo, Env, StructInfo
+from .env import TENSOR_ARITY, TENSOR_FAMILIES, DefInfo, Env, StructInfo
 from .failure import Fail
 from .numerals import nat_str
 from .terms import (App, Arr, Block, Call, FLit, InitV, Lam, Lit, MetaCtx, Opaque, Pair, Proj,
@@ -207,12 +207,19 @@ def to_python(v: Term, pos: Pos, what: str) -> Any:
 
 
 def closed_tensor_type(t: Term, pos: Pos, what: str) -> TensorType:
-    if isinstance(t, App) and t.head in TENSOR_FAMILIES and len(t.args) == 1:
-        s = t.args[0]
-        if isinstance(s, Arr) and all(isinstance(x, Lit) for x in s.items):
+    """`T #[2, 3]` → f32 [2, 3]; `IT #[2, 3] 65` → i64 [2, 3] with bound 65."""
+    if isinstance(t, App) and t.head in TENSOR_FAMILIES and len(t.args) == TENSOR_ARITY[t.head]:
+        s, bound = t.args[0], t.args[1] if len(t.args) == 2 else None
+        if isinstance(s, Arr) and all(isinstance(x, Lit) for x in s.items) \
+                and (bound is None or isinstance(bound, Lit)):
             big = [x.n for x in s.items if x.n > INT64_MAX]  # type: ignore[attr-defined]
             if big:
                 raise Fail(pos, f"{what} has a dimension of {brief(big[0])}, which does not "
                                 f"fit the graph IR's 64-bit integers")
-            return TensorType(tuple(x.n for x in s.items), TENSOR_FAMILIES[t.head])  # type: ignore
+            n = bound.n if isinstance(bound, Lit) else None
+            if n is not None and n > INT64_MAX + 1:
+                raise Fail(pos, f"{what} has the bound {brief(n)}, over the graph IR's limit "
+                                f"of 2**63 (every int64 id is below it)")
+            dims = tuple(x.n for x in s.items)  # type: ignore[attr-defined]
+            return TensorType(dims, TENSOR_FAMILIES[t.head], n)
     raise Fail(pos, f"{what} has type {show(t)}, which is not a closed tensor type")

@@ -2,7 +2,7 @@
 
 The model's binders decide what each argument is: a `Nat` (a dim such as `b`) or a structure
 of numbers (a config) comes from the caller's values; a structure of tensors is the parameter
-tree, named by field paths (`blocks.0.attn.w_q`); a `T s` / `IT s` is a graph input; a
+tree, named by field paths (`blocks.0.attn.w_q`); a `T s` / `IT s n` is a graph input; a
 hypothesis (`h : t ≤ c.block`) is decided on the values. The checked body is then evaluated
 (`evaluate.py`): every typed op emits a node whose shape is its (now closed) result type.
 Nothing of the checked program is written, so instantiations may run concurrently.
@@ -81,7 +81,7 @@ def _instantiate(ev: Evaluator, info: DefInfo, values: dict[str, Any]) -> Graph:
             term = Opaque("proof")
         elif isinstance(pty, App) and pty.head in TENSOR_FAMILIES:
             tt = closed_tensor_type(pty, info.pos, f"input '{p.name}'")
-            ev.inputs.append(Input(p.name, tt.shape, tt.dtype))
+            ev.inputs.append(Input(p.name, tt.shape, tt.dtype, tt.bound))
             term = TensorV(p.name)
         elif isinstance(pty, App) and isinstance(ev.env.get(pty.head), StructInfo):
             sinfo = ev.env.get(pty.head)

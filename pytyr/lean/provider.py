@@ -5,9 +5,10 @@ The checker declares what `Tyr/Meta/SafeTensors.lean` generates in Lean, with th
 structure's field `f` is itself the declaration `S.f` in Lean, so types cannot live under
 `Name.Schema`); children numbered `0 … n-1` whose subtrees agree make lists, whose elements
 share one type, and other numbered children are fields (`«0»`, `«2»`); tensor fields are
-`T #[…]` (float dtypes) or `IT #[…]` (integer and bool dtypes), list fields `Vector τ n`, and
-the constant `Name : Name.Schema`. Only the header is read (or a `.schema.json` snapshot), so a
-model can be checked against a checkpoint's shapes without its weights.
+`T #[…]` (float dtypes) or `IT #[…] k` (integer and bool dtypes, `k` from `INT_BOUNDS`), list
+fields `Vector τ n`, and the constant `Name : Name.Schema`. Only the header is read (or a
+`.schema.json` snapshot), so a model can be checked against a checkpoint's shapes without its
+weights.
 """
 from __future__ import annotations
 
@@ -20,7 +21,11 @@ from .env import DefInfo, FieldInfo, StructInfo
 from .terms import App, Arr, Lit, Term
 
 FLOAT_DTYPES = ("F64", "F32", "F16", "BF16", "F4")
-INT_DTYPES = ("BOOL", "U8", "I8", "U16", "I16", "U32", "I32", "U64", "I64")
+# The bound of an integer tensor's `IT` type: the header says nothing tighter than its dtype,
+# so every non-negative value the dtype holds is below it. Such tensors are never graph values.
+INT_BOUNDS = {"BOOL": 2, "U8": 2**8, "I8": 2**7, "U16": 2**16, "I16": 2**15, "U32": 2**32,
+              "I32": 2**31, "U64": 2**64, "I64": 2**63}
+INT_DTYPES = tuple(INT_BOUNDS)
 # Declarations Lean makes for every structure: a field of one of these names would clash.
 RESERVED_FIELDS = {"mk", "rec", "recOn", "casesOn", "noConfusion", "noConfusionType", "below",
                    "brecOn", "binductionOn", "ibelow", "ctorIdx", "toCtorIdx", "ctorElim",
@@ -130,13 +135,12 @@ def declare(name: str, path: Path, pos: Pos) -> dict[str, Any]:
 
     def leaf_type(spec: tuple[str, tuple[int, ...]], where: str) -> Term:
         dtype, shape = spec
+        dims = Arr(tuple(Lit(d) for d in shape))
         if dtype in FLOAT_DTYPES or dtype.startswith(("F8", "F6")):
-            fam = "torch.T"
-        elif dtype in INT_DTYPES:
-            fam = "torch.IT"
-        else:
-            raise ProviderError(f"tensor '{where}' has dtype {dtype}, which has no Tyr tensor type")
-        return App(fam, (Arr(tuple(Lit(d) for d in shape)),))
+            return App("torch.T", (dims,))
+        if dtype in INT_BOUNDS:
+            return App("torch.IT", (dims, Lit(INT_BOUNDS[dtype])))
+        raise ProviderError(f"tensor '{where}' has dtype {dtype}, which has no Tyr tensor type")
 
     def field_type(node: Any, named: str, where: str) -> Term:
         """The type of the subtree `node` at the tensor path `where`, whose structure (if it is

@@ -87,8 +87,7 @@ class LeanSignatures:
                                 else _attr_term(op, p.name, given, norm(pty)))
                 elif p.name in info.op.tensors:
                     t = next(it)
-                    fam = "torch.T" if t.dtype == "f32" else "torch.IT"
-                    gty = App(fam, (Arr(tuple(Lit(d) for d in t.shape)),))
+                    gty = _graph_type(t)
                     if not unify(gty, pty, norm):
                         raise TyrError(f"input '{p.name}' of '{op}' has type {t} but "
                                        f"{show(norm(instantiate(pty, mctx)))} is expected")
@@ -106,6 +105,16 @@ class LeanSignatures:
             return closed_tensor_type(res, _GRAPH, f"'{op}'")
         except Fail as err:
             raise TyrError(err.msg) from None
+
+
+def _graph_type(t: TensorType) -> Term:
+    """A graph value's type as a Lean term: `T #[…]`, or `IT #[…] n` (an i64 value's bound)."""
+    dims = Arr(tuple(Lit(d) for d in t.shape))
+    if t.dtype == "f32":
+        return App("torch.T", (dims,))
+    if t.bound is None:
+        raise TyrError(f"an i64 value of type {t} has no bound; its type IT #[…] n needs one")
+    return App("torch.IT", (dims, Lit(t.bound)))
 
 
 def _frozen(d: dict[str, Any]) -> tuple:

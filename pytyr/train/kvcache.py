@@ -3,8 +3,9 @@
 A *step model* (`nanochatStep` of `examples/nanochat/NanoChat.lean`) is an ordinary
 `@[model]` whose types say how to drive it:
 
-- `idx : IT #[b, t]`: the `t` new tokens of `b` sequences;
-- `pos : IT #[t]`: their positions (shared by the batch), `p … p+t-1`;
+- `idx : IT #[b, t] vocab`: the `t` new tokens of `b` sequences;
+- `pos : IT #[t] n`: their positions (shared by the batch), `p … p+t-1`, below the caches'
+  length `n` (`check_positions`: every position of the task's context must fit);
 - every other input is a cache, a float tensor of a fixed size (its length, the most
   positions it holds, is part of its type); dims written with `idx`'s binders (`b`) follow
   the batch;
@@ -38,10 +39,10 @@ def step_feeds(decl: Any, model: str) -> dict[str, Feed]:
     if idx is None or idx.dtype != "i64" or len(idx.dims) != 2 or pos is None \
             or pos.dtype != "i64" or len(pos.dims) != 1:
         shown = ", ".join(f"{i.name} : {i.text}" for i in decl.inputs)
-        raise ConfigError(f"{decl.where}: step model '{model}' must take idx : IT #[b, t] and "
-                          f"pos : IT #[t] besides its caches; it takes {shown}")
+        raise ConfigError(f"{decl.where}: step model '{model}' must take idx : IT #[b, t] v and "
+                          f"pos : IT #[t] n besides its caches; it takes {shown}")
     roles = {d: r for d, r in zip(idx.dims, ("batch", "seq")) if isinstance(d, str)}
-    feeds = {"idx": Feed("i64", ("batch", "seq")), "pos": Feed("i64", ("seq",))}
+    feeds = {"idx": Feed("i64", ("batch", "seq"), bound="vocab"), "pos": Feed("i64", ("seq",))}
     for i in decl.inputs:
         if i.name in feeds:
             continue
@@ -51,6 +52,16 @@ def step_feeds(decl: Any, model: str) -> dict[str, Feed]:
         feeds[i.name] = Feed("f32", tuple(roles.get(d, f"{i.name}[{k}]") if isinstance(d, str)
                                           else f"{i.name}[{k}]" for k, d in enumerate(i.dims)))
     return feeds
+
+
+def check_positions(inputs: list[Any], block: int, model: str) -> None:
+    """The positions `pos : IT #[t] n` of the step model (its graph's `Input`s) reach the last
+    one of a context of `block` tokens: `block <= n`, the length of its caches."""
+    pos = next(i for i in inputs if i.name == "pos")
+    if pos.bound is not None and pos.bound < block:
+        raise ConfigError(f"step model '{model}' takes pos : {pos.type}, positions below "
+                          f"{pos.bound}, but the context holds {block} tokens (task.seq); "
+                          f"give the model caches of at least {block} positions")
 
 
 def check_outputs(inputs: list[Any], outs: list[Any], model: str) -> None:
@@ -78,6 +89,7 @@ class CachedDecoder:
     def _forward(self, t: int) -> Any:
         fwd = self.factory(self.model, self.feeds, {"batch": 1, "seq": t})
         check_outputs(fwd.inputs, fwd.outputs, self.model)
+        check_positions(fwd.inputs, self.block, self.model)
         return fwd
 
     def _run(self, ids: list[int], start: int) -> torch.Tensor:

@@ -2,11 +2,14 @@
 
 `fill_dims` runs before instantiation: for every input the task feeds, each dim of the
 model's declared type that is one of the model's own `Nat` binders (`b`, `t` in
-`idx : IT #[b, t]`) takes the size of the task's role (`batch`, `seq`), so configs never
-repeat what the task already knows. `check_graph` runs on the instantiated graph: every
-input's dtype and dims, the scalar loss, and the outputs the task reads, against the role
-sizes (the data's `vocab` included). Each mismatch is one error naming the model argument,
-what the task feeds and where the model is declared.
+`idx : IT #[b, t] v`), and the bound `v` of an index type, takes the size of the task's role
+(`batch`, `seq`, `vocab`), so configs never repeat what the task already knows.
+`fill_config_fields` does the same for config fields (`c.vocab` of the logits
+`T #[b, t, c.vocab]` the task reads, or of the bound of `idx : IT #[b, t] c.vocab`), which
+may wait for the data. `check_graph` runs on the instantiated graph: every input's dtype,
+dims and bound, the scalar loss, and the outputs the task reads, against the role sizes (the
+data's `vocab` included). Each mismatch is one error naming the model argument, what the task
+feeds and where the model is declared.
 """
 from __future__ import annotations
 
@@ -50,7 +53,8 @@ def fill_dims(decl: ModelDecl | None, values: dict[str, Any], feeds: dict[str, F
         if i.dtype != f.dtype or len(i.dims) != len(f.dims):
             raise ConfigError(f"{head}: argument '{name}' : {i.text} but task '{task}' feeds "
                               f"{name} : {f.show(sizes)}")
-        for dim, role in zip(i.dims, f.dims):
+        pairs = list(zip(i.dims, f.dims)) + ([(i.bound, f.bound)] if f.bound else [])
+        for dim, role in pairs:
             if not isinstance(dim, str) or role not in sizes:
                 continue
             given = out.setdefault(dim, sizes[role])
@@ -61,27 +65,39 @@ def fill_dims(decl: ModelDecl | None, values: dict[str, Any], feeds: dict[str, F
     return out
 
 
-def fill_output_dims(decl: ModelDecl | None, values: dict[str, Any], expects: list[Expect],
-                     sizes: dict[str, int]) -> tuple[dict[str, Any], list[str]]:
+def fill_config_fields(decl: ModelDecl | None, values: dict[str, Any], feeds: dict[str, Feed],
+                       expects: list[Expect], sizes: dict[str, int]
+                       ) -> tuple[dict[str, Any], list[str]]:
     """`values` with the config fields that the outputs the task reads are typed by (`c.vocab`
-    of `T #[b, t, c.vocab]`) filled from the task's roles, where the config leaves them out;
-    and the fields still open because their role is known only once the data is."""
+    of `T #[b, t, c.vocab]`), and the bounds of the inputs it feeds (`c.vocab` of
+    `IT #[b, t] c.vocab`, or a `Nat` binder `v` of `IT #[b, t] v`), filled from the task's
+    roles where the config leaves them out; and what is still open because its role is known
+    only once the data is."""
     if decl is None:
         return dict(values), []
     out = {k: dict(v) if isinstance(v, dict) else v for k, v in values.items()}
-    open_fields = []
+    pairs: list[tuple[Any, str]] = []
     for e in expects:
         dims = decl.outputs[e.index] if e.index < len(decl.outputs) else None
-        for dim, role in zip(dims or (), e.dims):
-            if not isinstance(dim, tuple):
-                continue
-            table = out.get(dim[0])
-            if not isinstance(table, dict) or dim[1] in table:
-                continue
+        pairs += [(d, r) for d, r in zip(dims or (), e.dims) if isinstance(d, tuple)]
+    inputs = {i.name: i for i in decl.inputs}
+    pairs += [(inputs[n].bound, f.bound) for n, f in feeds.items() if f.bound and n in inputs]
+    open_fields = []
+    for dim, role in pairs:
+        if isinstance(dim, str) and dim not in out:  # a binder bound (not a dim: not `b`, `t`)
             if role in sizes:
-                table[dim[1]] = sizes[role]
+                out[dim] = sizes[role]
             else:
-                open_fields.append(f"{dim[0]}.{dim[1]}")
+                open_fields.append(dim)
+        if not isinstance(dim, tuple):
+            continue
+        table = out.get(dim[0])
+        if not isinstance(table, dict) or dim[1] in table:
+            continue
+        if role in sizes:
+            table[dim[1]] = sizes[role]
+        else:
+            open_fields.append(f"{dim[0]}.{dim[1]}")
     return out, open_fields
 
 
@@ -150,3 +166,10 @@ def check_graph(graph: Graph, where: str, feeds: dict[str, Feed], expects: list[
             shown = ", ".join(f"{r}={sizes[r]}" if r in sizes else r for r in e.dims)
             raise ConfigError(f"{head}: output {e.index} ({e.what}) is {t} but task '{task}' "
                               f"expects T [{shown}]{_hint(values, t.shape, want)}")
+    # Bounds last: a wrong vocabulary is clearer in the logits' shape, when it shows there.
+    for name, f in feeds.items():
+        t = have[name].type
+        if f.bound in sizes and t.bound != sizes[f.bound]:
+            hint = _hint(values, (t.bound,), (sizes[f.bound],))  # type: ignore[arg-type]
+            raise ConfigError(f"{head}: argument '{name}' is {t} but task '{task}' feeds "
+                              f"{name} : {f.show(sizes)}{hint}")

@@ -24,7 +24,7 @@ from pytyr.errors import ConfigError
 from pytyr.ir.graph import Graph
 from pytyr.paths import input_dir, input_file, output_dir, output_file
 from pytyr.pipeline import ModelDecl, module_from_graph
-from pytyr.train.match import check_graph, fill_dims, fill_output_dims
+from pytyr.train.match import check_graph, fill_config_fields, fill_dims
 from pytyr.train.settings import load_run_config
 from pytyr.train.task import Feed, SampleOutput, TaskContext
 from pytyr.train.tasks import sample_options, task_class, task_options
@@ -135,16 +135,16 @@ def train(source: ModelSource, model: str, raw: dict[str, Any], where: str, *,
         feeds, expects = task.feeds(), task.expects()
         # Check everything the config alone decides before the data is touched; fields the
         # data decides (`c.vocab` from the corpus) wait for it.
-        config, waiting = fill_output_dims(decl, cfg.model, expects, task.sizes())
+        config, waiting = fill_config_fields(decl, cfg.model, feeds, expects, task.sizes())
         if not waiting:
             graph = source.graph(model, fill_dims(decl, config, feeds, task.sizes(), task.name))
             check_graph(graph, place, feeds, expects, task.sizes(), task.name, cfg.model)
         with distributed.main_first():  # rank 0 builds caches; the others read them
             about = task.prepare()
         sizes = {**task.sizes(), **task.data_sizes()}
-        config, _ = fill_output_dims(decl, config, expects, sizes)
+        config, _ = fill_config_fields(decl, config, feeds, expects, sizes)
         if waiting:
-            graph = source.graph(model, fill_dims(decl, config, feeds, task.sizes(), task.name))
+            graph = source.graph(model, fill_dims(decl, config, feeds, sizes, task.name))
         check_graph(graph, place, feeds, expects, sizes, task.name, cfg.model)
         task.check_sampling(_instantiator(source, model, config), sampling)
         return _train(source, graph, model, config, cfg, task, sampling, out, sizes, accum,

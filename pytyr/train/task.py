@@ -3,10 +3,12 @@
 A task owns the data and what the model's inputs mean; the engine (`engine.py`) owns the
 loop, the optimizer, checkpoints and the ranks. A task
 
-- names the graph inputs it feeds, their dtype and their dims *by role* (`Feed`): the
-  char-LM task feeds `idx` and `targets` as `IT [batch, seq]`. The engine fills a model's
-  dim binders from these roles (`b`, `t` of `idx : IT #[b, t]`) and checks the instantiated
-  graph against them (`match.py`), so a model fits a task by its types, before any work;
+- names the graph inputs it feeds, their dtype and their dims *by role* (`Feed`), and for an
+  integer input the role of its bound: the char-LM task feeds `idx` and `targets` as
+  `IT [batch, seq] vocab`. The engine fills a model's dim binders and config fields from these
+  roles (`b`, `t`, `c.vocab` of `idx : IT #[b, t] c.vocab`) and checks the instantiated graph
+  against them (`match.py`), so a model fits a task by its types, before any work; a task
+  checks that the ids it loads lie below their bound (the data's vocabulary);
 - names the outputs it reads (`Expect`): the last output is always the scalar loss;
 - gives batches: `batch(k)` is micro-batch `k` of this rank as a dict keyed by input name, a
   pure function of `k` (so a checkpoint needs only the step to resume exactly); rank r of W
@@ -39,14 +41,21 @@ Batch = dict[str, torch.Tensor]
 
 @dataclasses.dataclass(frozen=True)
 class Feed:
-    """A graph input a task feeds: dtype (`f32`/`i64`) and dims by role name."""
+    """A graph input a task feeds: dtype (`f32`/`i64`), dims by role name and, for an `i64`
+    input, the role whose size bounds its values (`vocab`: the input is `IT s vocab`)."""
 
     dtype: str
     dims: tuple[str, ...]
+    bound: str | None = None
 
     def show(self, sizes: dict[str, int]) -> str:
         family = "IT" if self.dtype == "i64" else "T"
-        return f"{family} [{', '.join(f'{r}={sizes[r]}' if r in sizes else r for r in self.dims)}]"
+        text = f"{family} [{', '.join(_role(r, sizes) for r in self.dims)}]"
+        return text + (f" {_role(self.bound, sizes)}" if self.bound else "")
+
+
+def _role(role: str, sizes: dict[str, int]) -> str:
+    return f"{role}={sizes[role]}" if role in sizes else role
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,6 +209,17 @@ def epoch_rows(n: int, k: int, ctx: TaskContext, seed: int) -> torch.Tensor:
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
     start = j * rows + ctx.rank * ctx.micro_batch
     return perm[start:start + ctx.micro_batch]
+
+
+def check_ids(ids: torch.Tensor, bound: int, what: str) -> None:
+    """A DataError naming the first id of `ids` outside `[0, bound)`: data checked against the
+    bound of the index type it will be fed as, when it is loaded."""
+    from pytyr.errors import DataError
+
+    bad = ((ids < 0) | (ids >= bound)).nonzero()
+    if len(bad):
+        at = bad[0].tolist()
+        raise DataError(f"{what}: id {int(ids[tuple(at)])} at {at} is outside [0, {bound})")
 
 
 def check_rows(task: str, batch: int, rows: int, what: str, source: str) -> None:

@@ -126,8 +126,8 @@ SHAPE_CASES = [
 DIT_CASES = [
     ("silu",
      "def f (x : T #[2, 3]) : T #[2, 3] := silu x",
-     "def f (x : IT #[2, 3]) : T #[2, 3] := silu x",
-     ["argument 'x' of 'silu'", "IT #[2, 3]"]),
+     "def f (x : IT #[2, 3] 4) : T #[2, 3] := silu x",
+     ["argument 'x' of 'silu'", "IT #[2, 3] 4"]),
     ("geluTanh",
      "def f (x : T #[2, 3]) : T #[2, 3] := geluTanh x",
      "def f (x : T #[2, 3]) : T #[3] := geluTanh x",

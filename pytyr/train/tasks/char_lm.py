@@ -43,12 +43,12 @@ class CharLM(LanguageModelTask):
 
         text_file = None if self.options.corpus == "shakespeare" else self.options.corpus
         self.data = shakespeare.prepare(self.options.cache_dir, text_file=text_file)
-        c = self.ctx
+        c, vocab = self.ctx, self.data.vocab_size  # every token checked against the vocabulary
         self.stream = RandomBatches(self.data.train, c.micro_batch, self.options.seq,
-                                    seed=c.seed, rank=c.rank, world=c.world)
+                                    seed=c.seed, rank=c.rank, world=c.world, vocab_size=vocab)
         self.evals = {name: RandomBatches(tokens, c.micro_batch, self.options.seq,
                                           seed=c.seed + EVAL_SEED_OFFSET[name], rank=c.rank,
-                                          world=c.world)
+                                          world=c.world, vocab_size=vocab)
                       for name, tokens in (("train", self.data.train), ("val", self.data.val))}
         return (f"corpus {self.options.corpus}: {self.data.n_chars:,} characters, "
                 f"vocab {self.data.vocab_size}")

@@ -7,8 +7,9 @@
 A table (CSV or parquet) gives the features (every numeric column but the label, unless
 `features` names them) and the label column (integers, or strings mapped to ids in sorted
 order); a seeded split holds out `test_fraction` of the rows as the `val` split. The model is
-fed `x : T [batch, features]` and `y : IT [batch]` and returns `(logits : T [batch, classes],
-loss)`; evaluation reports the loss and the accuracy. Training batches are shuffled epochs:
+fed `x : T [batch, features]` and `y : IT [batch] classes` (the labels are checked below the
+classes when loaded) and returns `(logits : T [batch, classes], loss)`; evaluation reports the
+loss and the accuracy. Training batches are shuffled epochs:
 batch k is a pure function of (seed, k).
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ import torch
 from pytyr.config import setting
 from pytyr.errors import DataError
 from pytyr.paths import input_file
-from pytyr.train.task import (Batch, Expect, Feed, Task, TaskContext, check_rows,
+from pytyr.train.task import (Batch, Expect, Feed, Task, TaskContext, check_ids, check_rows,
                               epoch_rows)
 from pytyr.train.tasks import register
 
@@ -103,7 +104,8 @@ class Classification(Task):
         self.n_features = 2 if options.data == "spirals" else None
 
     def feeds(self) -> dict[str, Feed]:
-        return {"x": Feed("f32", ("batch", "features")), "y": Feed("i64", ("batch",))}
+        return {"x": Feed("f32", ("batch", "features")),
+                "y": Feed("i64", ("batch",), bound="classes")}
 
     def expects(self) -> list[Expect]:
         return [Expect(0, "logits", ("batch", "classes"))]
@@ -127,6 +129,7 @@ class Classification(Task):
             x, y = x[perm], y[perm]
             n_test = max(1, round(len(y) * o.test_fraction))
             what = f"{Path(o.data).name}: {len(cols)} features, {self.classes} classes"
+        check_ids(y, self.classes, f"{o.data}: the labels")  # fed as IT [batch] classes
         self.x, self.y = x[n_test:], y[n_test:]
         self.xt, self.yt = x[:n_test], y[:n_test]
         rows = c.micro_batch * c.world

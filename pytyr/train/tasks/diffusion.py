@@ -10,6 +10,9 @@ what one process would. The model is fed `ids` (masked), `targets` (clean) and `
 returns `(logits : T [batch, seq, vocab], loss)`; its `[MASK]` id is `vocab`, one past the
 characters. Evaluation uses fixed windows *and* fixed masks, so the curve compares across
 evaluations; the loss is the negative ELBO in nats per character, `bpc` the same in bits.
+The types say the `[MASK]` id can be fed but never predicted: `ids` are fed as
+`IT [batch, seq] vocab_and_mask` (the characters and `[MASK]`), `targets` as
+`IT [batch, seq] vocab`.
 
 Sampling (`sample` table) unmasks a sequence iteratively (`pytyr.train.unmask`), shown live
 on a terminal and as plain lines otherwise (`unmask_view`), on stderr.
@@ -34,7 +37,8 @@ from pytyr.train.task import (Batch, Expect, Feed, ModelFactory, SampleOutput, S
 from pytyr.train.tasks import register
 from pytyr.train.tasks.char_lm import EVAL_SEED_OFFSET
 
-TOKENS = Feed("i64", ("batch", "seq"))
+TOKENS = Feed("i64", ("batch", "seq"), bound="vocab")  # clean characters: the targets
+IDS = Feed("i64", ("batch", "seq"), bound="vocab_and_mask")  # characters or [MASK]
 MASK_SEED_OFFSET = 3_000_017  # eval masks apart from the training ones
 
 
@@ -73,7 +77,7 @@ class MaskedDiffusion(Task):
         self.data: Any = None
 
     def feeds(self) -> dict[str, Feed]:
-        return {"ids": TOKENS, "targets": TOKENS, "weights": Feed("f32", ("batch", "seq"))}
+        return {"ids": IDS, "targets": TOKENS, "weights": Feed("f32", ("batch", "seq"))}
 
     def expects(self) -> list[Expect]:
         return [Expect(0, "logits", ("batch", "seq", "vocab"))]
@@ -86,12 +90,12 @@ class MaskedDiffusion(Task):
 
         text_file = None if self.options.corpus == "shakespeare" else self.options.corpus
         self.data = shakespeare.prepare(self.options.cache_dir, text_file=text_file)
-        c, seq = self.ctx, self.options.seq
+        c, seq, vocab = self.ctx, self.options.seq, self.data.vocab_size
         self.stream = RandomBatches(self.data.train, c.micro_batch, seq, seed=c.seed,
-                                    rank=c.rank, world=c.world)
+                                    rank=c.rank, world=c.world, vocab_size=vocab)
         self.evals = {name: RandomBatches(tokens, c.micro_batch, seq,
                                           seed=c.seed + EVAL_SEED_OFFSET[name], rank=c.rank,
-                                          world=c.world)
+                                          world=c.world, vocab_size=vocab)
                       for name, tokens in (("train", self.data.train), ("val", self.data.val))}
         return (f"corpus {self.options.corpus}: {self.data.n_chars:,} characters, "
                 f"vocab {self.data.vocab_size} + [MASK]")
@@ -101,7 +105,7 @@ class MaskedDiffusion(Task):
         return self.data.vocab_size
 
     def data_sizes(self) -> dict[str, int]:
-        return {"vocab": self.data.vocab_size}
+        return {"vocab": self.data.vocab_size, "vocab_and_mask": self.data.vocab_size + 1}
 
     def batch(self, k: int) -> Batch:
         x, _ = self.stream.batch_at(k)
@@ -145,7 +149,7 @@ class MaskedDiffusion(Task):
         return length, prompt_template(length, self.mask_id, prefix, suffix)
 
     def _feeds(self, options: UnmaskSampleOptions) -> dict[str, Feed]:
-        return self.feeds() if options.model is None else {"ids": TOKENS}
+        return self.feeds() if options.model is None else {"ids": IDS}
 
     def check_sampling(self, instantiate: ModelFactory, options: Any) -> None:
         if options is None:

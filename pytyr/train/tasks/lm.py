@@ -1,9 +1,10 @@
 """What the language-model tasks share: their feeds, the logits they read, text sampling.
 
-A language model is fed `idx` and `targets`, both `IT [batch, seq]` (targets are idx shifted
-by one token), and returns `(logits : T [batch, seq, vocab], loss : T [])`. Sampling
-instantiates the `sample.model` (default: the trained model itself, fed dummy targets) once
-per context length `t <= seq` and draws tokens with temperature and top-k; with
+A language model is fed `idx` and `targets`, both `IT [batch, seq] vocab` (targets are idx
+shifted by one token; a model's `IT #[b, t] c.vocab` gets `c.vocab` from the data), and
+returns `(logits : T [batch, seq, vocab], loss : T [])`. Sampling instantiates the
+`sample.model` (default: the trained model itself, fed dummy targets) once per context length
+`t <= seq` and draws tokens with temperature and top-k; with
 `sample.step_model` it prefills and then decodes one token at a time over that model's
 key/value caches instead (`pytyr.train.kvcache`), the same draws from the same logits.
 """
@@ -20,7 +21,7 @@ from pytyr.errors import ConfigError
 from pytyr.train.sample import generate
 from pytyr.train.task import Expect, Feed, ModelFactory, SampleOutput, Task
 
-TOKENS = Feed("i64", ("batch", "seq"))
+TOKENS = Feed("i64", ("batch", "seq"), bound="vocab")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,13 +68,14 @@ class LanguageModelTask(Task):
         if options is None or options.max_new_tokens == 0:
             return
         if options.step_model is not None:
-            from pytyr.train.kvcache import check_outputs, step_feeds
+            from pytyr.train.kvcache import check_outputs, check_positions, step_feeds
 
             name = options.step_model
             graph = instantiate(name, step_feeds(instantiate.declaration(name), name),
                                 {"batch": 1, "seq": 1})
             types = graph.types()
             check_outputs(graph.inputs, [types[o.ref] for o in graph.outputs], name)
+            check_positions(graph.inputs, self.options.seq, name)
             return
         _, feeds = self._sampling(options)
         instantiate(options.model, feeds, {"batch": 1, "seq": 1})

@@ -1,0 +1,192 @@
+"""Index tensors carry their bound (`IT s n`, Tyr/Core.lean): token ids and targets are typed
+by the size of what they index. The bugs that shapes alone cannot see (an embedding of the
+wrong table of the same width, a loss over logits that are not the vocabulary's, the
+`[MASK]` id as a target) are type errors where they are written, in the library's ops and in
+the examples themselves; and the bound travels into the graph IR (an i64 input's `bound`)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from pytyr.errors import LeanError, TyrError
+from pytyr.ir.graph import TensorType
+from pytyr.lean import LeanSignatures, check_files, instantiate_model, load
+from tests.lean.helpers import check_src, one_error
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# (op, accepted source, source whose only fault is a bound, fragments of the error)
+BOUND_CASES = [
+    ("embedding",
+     "def f (i : IT #[8] 100) (e : T #[100, 16]) : T #[8, 16] := embedding i e",
+     "def f (i : IT #[8] 99) (e : T #[100, 16]) : T #[8, 16] := embedding i e",
+     ["argument 'table' of 'embedding'", "T #[100, 16]", "T #[99, 16]"]),
+    ("embedding2",
+     "def f (i : IT #[2, 8] 65) (e : T #[65, 16]) : T #[2, 8, 16] := embedding2 i e",
+     "def f (i : IT #[2, 8] 64) (e : T #[65, 16]) : T #[2, 8, 16] := embedding2 i e",
+     ["argument 'table' of 'embedding2'", "T #[65, 16]", "T #[64, 16]"]),
+    ("crossEntropy",
+     "def f (z : T #[4, 10]) (y : IT #[4] 10) : T #[] := crossEntropy z y",
+     "def f (z : T #[4, 10]) (y : IT #[4] 9) : T #[] := crossEntropy z y",
+     ["argument 'target' of 'crossEntropy'", "IT #[4] 9", "IT #[4] 10"]),
+    ("crossEntropy2",
+     "def f (z : T #[2, 8, 65]) (y : IT #[2, 8] 65) : T #[] := crossEntropy2 z y",
+     "def f (z : T #[2, 8, 65]) (y : IT #[2, 8] 66) : T #[] := crossEntropy2 z y",
+     ["argument 'target' of 'crossEntropy2'", "IT #[2, 8] 66", "IT #[2, 8] 65"]),
+    ("weightedCrossEntropy2",
+     "def f (z : T #[2, 8, 5]) (y : IT #[2, 8] 5) (w : T #[2, 8]) : T #[] := "
+     "weightedCrossEntropy2 z y w",
+     "def f (z : T #[2, 8, 5]) (y : IT #[2, 8] 6) (w : T #[2, 8]) : T #[] := "
+     "weightedCrossEntropy2 z y w",
+     ["argument 'target' of 'weightedCrossEntropy2'", "IT #[2, 8] 6", "IT #[2, 8] 5"]),
+    ("paddedAttention",
+     "def f (q k v : T #[2, 4, 8, 6]) (m : IT #[2, 8] 2) : T #[2, 4, 8, 6] := "
+     "paddedAttention q k v m",
+     "def f (q k v : T #[2, 4, 8, 6]) (m : IT #[2, 8] 3) : T #[2, 4, 8, 6] := "
+     "paddedAttention q k v m",
+     ["argument 'keep' of 'paddedAttention'", "IT #[2, 8] 3", "IT #[2, 8] 2"]),
+    ("cacheWrite",
+     "def f (c : T #[1, 2, 64, 16]) (x : T #[1, 2, 3, 16]) (p : IT #[3] 64) : "
+     "T #[1, 2, 64, 16] := cacheWrite c x p",
+     "def f (c : T #[1, 2, 64, 16]) (x : T #[1, 2, 3, 16]) (p : IT #[3] 65) : "
+     "T #[1, 2, 64, 16] := cacheWrite c x p",
+     ["argument 'pos' of 'cacheWrite'", "IT #[3] 65", "IT #[3] 64"]),
+    ("cachedAttention",
+     "def f (q : T #[1, 4, 3, 16]) (k v : T #[1, 2, 64, 16]) (p : IT #[3] 64) : "
+     "T #[1, 4, 3, 16] := cachedAttention q k v p (by decide)",
+     "def f (q : T #[1, 4, 3, 16]) (k v : T #[1, 2, 64, 16]) (p : IT #[3] 32) : "
+     "T #[1, 4, 3, 16] := cachedAttention q k v p (by decide)",
+     ["argument 'pos' of 'cachedAttention'", "IT #[3] 32", "IT #[3] 64"]),
+    # a bound is a `Nat` term like a dim, with Lean's definitional equality: `n + 1` is not
+    # `1 + n`
+    ("symbolic bound",
+     "def f {b d n : Nat} (i : IT #[b] (n + 1)) (e : T #[n + 1, d]) : T #[b, d] := embedding i e",
+     "def f {b d n : Nat} (i : IT #[b] (n + 1)) (e : T #[1 + n, d]) : T #[b, d] := embedding i e",
+     ["argument 'table' of 'embedding'", "T #[1 + n, d]", "T #[n + 1, d]"]),
+    # targets typed by the vocabulary against logits over the model width: same shape class
+    ("loss over hidden states",
+     "def f {b t v d : Nat} (i : IT #[b, t] v) (z : T #[b, t, v]) : T #[] := crossEntropy2 z i",
+     "def f {b t v d : Nat} (i : IT #[b, t] v) (z : T #[b, t, d]) : T #[] := crossEntropy2 z i",
+     ["argument 'target' of 'crossEntropy2'", "IT #[b, t] v", "IT #[b, t] d"]),
+]
+
+
+def _ids(cases):
+    return [c[0] for c in cases]
+
+
+@pytest.mark.parametrize("name,good,bad,frags", BOUND_CASES, ids=_ids(BOUND_CASES))
+def test_the_right_bound_is_accepted(tmp_path, name, good, bad, frags):
+    assert check_src(tmp_path, good) == []
+
+
+@pytest.mark.parametrize("name,good,bad,frags", BOUND_CASES, ids=_ids(BOUND_CASES))
+def test_a_wrong_bound_is_a_type_error_at_its_argument(tmp_path, name, good, bad, frags):
+    d = one_error(tmp_path, bad)
+    assert d.pos.line == 3, d
+    for frag in frags:
+        assert frag in d.message, (frag, d.message)
+
+
+def test_rotary_positions_take_any_bound(tmp_path):
+    # a rotation indexes no table: positions of any cache length are fine
+    for n in (7, 64, 100000):
+        src = f"def f (x : T #[2, 4, 8, 16]) (p : IT #[8] {n}) : T #[2, 4, 8, 16] := " \
+              f"rotaryAt (k := 8) x p"
+        assert check_src(tmp_path, src) == []
+
+
+def test_every_library_op_taking_an_index_tensor_has_a_bound_case():
+    from pytyr.lean import library
+
+    takes_ids = {info.name.removeprefix("torch.") for info in library().ops().values()
+                 if any("torch.IT" in repr(p.type) for p in info.params)}
+    assert takes_ids == {c[0] for c in BOUND_CASES if " " not in c[0]} | {"rotaryAt"}
+
+
+# Bugs written into the examples that their shapes alone accept: each is now a type error.
+MUTATIONS = [
+    # the position table has the width of the token table: ids index the wrong one
+    ("examples/gpt/GPT.lean", "let tok := embedding2 idx p.wte", "let tok := embedding2 idx p.wpe",
+     ["argument 'table' of 'embedding2'", "T #[c.block, c.n_head * c.head_dim]",
+      "T #[c.vocab, ?d]"]),
+    # the loss over the final hidden states, not over the logits
+    ("examples/gpt/GPT.lean", "(z, crossEntropy2 z targets)",
+     "(z, crossEntropy2 (embedding2 idx p.wte) targets)",
+     ["argument 'target' of 'crossEntropy2'", "IT #[b, t] c.vocab",
+      "IT #[b, t] (c.n_head * c.head_dim)"]),
+    # masked diffusion: the [MASK] id can be fed but never predicted
+    ("examples/diffusion/Diffusion.lean", "(z, weightedCrossEntropy2 z targets weights)",
+     "(z, weightedCrossEntropy2 z ids weights)",
+     ["argument 'target' of 'weightedCrossEntropy2'", "IT #[b, t] (c.vocab + 1)",
+      "IT #[b, t] c.vocab"]),
+    # ... and the clean characters do not index the embedding of characters and [MASK]
+    ("examples/diffusion/Diffusion.lean", "(ids : IT #[b, t] (c.mask + 1)) : T #[b, t, c.vocab] :=",
+     "(ids : IT #[b, t] c.vocab) : T #[b, t, c.vocab] :=",
+     ["argument 'table' of 'embedding2'", "T #[c.vocab + 1, c.n_head * c.head_dim]",
+      "T #[c.vocab, ?d]"]),
+    # the MLP's labels typed by its input features, not its classes
+    ("examples/mlp/MLP.lean", "(y : IT #[b] c.classes)", "(y : IT #[b] c.inputs)",
+     ["argument 'target' of 'crossEntropy'", "IT #[b] c.inputs", "IT #[b] c.classes"]),
+    # nanochat's decoding positions typed for a cache of another length
+    ("examples/nanochat/NanoChat.lean", "(hl : 0 < c.depth) (pos : IT #[t] c.block) (p : Block c)",
+     "(hl : 0 < c.depth) (pos : IT #[t] (c.block + 1)) (p : Block c)",
+     ["argument 'pos' of 'cacheWrite'", "IT #[t] (c.block + 1)", "IT #[t] c.block"]),
+]
+
+
+@pytest.mark.parametrize("path,old,new,frags", MUTATIONS,
+                         ids=[f"{Path(m[0]).stem}:{m[2][:30]}" for m in MUTATIONS])
+def test_a_shape_consistent_bug_in_an_example_is_a_type_error(tmp_path, path, old, new, frags):
+    src = (ROOT / path).read_text(encoding="utf-8")
+    assert src.count(old) == 1, old
+    mutated = tmp_path / Path(path).name
+    mutated.write_text(src.replace(old, new), encoding="utf-8")
+    diags = check_files(mutated)
+    assert diags, "the mutated example still checks"
+    message = diags[0].message
+    assert all(frag in message for frag in frags), message
+    line = src[:src.index(old)].count("\n") + 1
+    assert diags[0].pos.line >= line  # at the use, never before the edit
+
+
+def _graph(path: str, model: str, values: dict):
+    return instantiate_model(load(ROOT / path), model, values)
+
+
+def test_the_graph_inputs_carry_their_bounds():
+    gpt = {"c": {"vocab": 65, "block": 8, "n_layer": 1, "n_head": 2, "head_dim": 4,
+                 "dropout": 0.0}, "b": 2, "t": 4}
+    g = _graph("examples/gpt/GPT.lean", "gpt", gpt)
+    assert [(i.name, i.type) for i in g.inputs] == [
+        ("idx", TensorType((2, 4), "i64", 65)), ("targets", TensorType((2, 4), "i64", 65))]
+    diff = {"c": {"vocab": 65, "block": 8, "n_layer": 1, "n_head": 2, "head_dim": 4,
+                  "dropout": 0.0}, "b": 2, "t": 4}
+    g = _graph("examples/diffusion/Diffusion.lean", "diffusion", diff)
+    assert [i.bound for i in g.inputs] == [66, 65, None]  # ids include [MASK], targets do not
+
+
+@pytest.mark.parametrize("bound,ok", [(2**63, True), (2**63 + 1, False)])
+def test_a_bound_too_large_for_the_graph_is_an_instantiation_error(tmp_path, bound, ok):
+    # every int64 id is below 2**63: the largest bound the graph IR holds
+    f = tmp_path / "M.lean"
+    f.write_text(f"import Tyr\nopen torch\n@[model]\ndef m (x : IT #[2] {bound}) (y : T #[2]) : "
+                 f"T #[2] := y\n", encoding="utf-8")
+    prog = load(f)
+    if ok:
+        assert instantiate_model(prog, "m", {}).inputs[0].bound == bound
+        return
+    with pytest.raises(LeanError, match=re.escape(f"has the bound {bound}, over the graph IR's")):
+        instantiate_model(prog, "m", {})
+
+
+def test_signatures_need_the_bound_of_an_integer_value():
+    sigs = LeanSignatures()
+    ids, table = TensorType((2, 3), "i64", 7), TensorType((7, 4))
+    assert sigs.infer("embedding2", [ids, table], {}) == TensorType((2, 3, 4))
+    with pytest.raises(TyrError, match=r"input 'table' .* T #\[7, \?d\] is expected"):
+        sigs.infer("embedding2", [ids, TensorType((8, 4))], {})
+    with pytest.raises(TyrError, match="has no bound"):
+        sigs.infer("embedding2", [TensorType((2, 3), "i64"), table], {})
