@@ -185,11 +185,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_sample(args: argparse.Namespace) -> int:
     from .train.run import read_run, sample
 
-    overrides = parse_set(args.set or []).get("sample", {})
-    for key in ("prompt", "max_new_tokens", "temperature", "top_k", "seed", "model"):
-        value = getattr(args, key)
-        if value is not None:
-            overrides[key] = value
+    overrides = _sample_overrides(args, ("prompt", "max_new_tokens", "temperature", "top_k",
+                                         "seed", "model"))
     run_dir = Path(args.run)
     run = read_run(run_dir)
     source = _source_from_origin(run["origin"], f"{run_dir}/run.json")
@@ -198,6 +195,38 @@ def cmd_sample(args: argparse.Namespace) -> int:
         print(made.text)
     for path in made.files:
         print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def _sample_overrides(args: argparse.Namespace, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The `sample` table of `--set` with the command's own options on top."""
+    overrides = parse_set(args.set or []).get("sample", {})
+    for key in keys:
+        value = getattr(args, key)
+        if value is not None:
+            overrides[key] = value
+    return overrides
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    from .train.chat import converse, open_chat
+    from .train.run import read_run
+
+    run_dir = Path(args.run)
+    run = read_run(run_dir)
+    source = _source_from_origin(run["origin"], f"{run_dir}/run.json")
+    overrides = _sample_overrides(args, ("max_new_tokens", "temperature", "top_k", "seed"))
+    session = open_chat(source, run_dir, overrides, stop=args.stop)
+    interactive = sys.stdin.isatty()
+    if interactive:
+        print(f"chatting with {run_dir} (the model continues your text; Ctrl-D ends)",
+              file=sys.stderr)
+
+    def write(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    converse(session, sys.stdin, write, prompt="> " if interactive else "")
     return 0
 
 
@@ -294,6 +323,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--model", help="the @[model] that gives logits")
     s.add_argument("--set", action="append", metavar="sample.KEY=VALUE")
     s.set_defaults(fn=cmd_sample)
+
+    ch = _sub(sub, "chat", "talk to a trained language model, a reply per line",
+              "Read lines from stdin and answer each with the run's language model, streamed, "
+              "over one transcript (key/value-cached where the run has a sample.step_model). "
+              "A reply ends at max-new-tokens, at the end of a document, or at --stop. The "
+              "models are pretrained on plain text: they continue your text, not follow it.",
+              "  tyr chat --run runs/nanochat\n"
+              "  echo 'The president said' | tyr chat --run runs/nanochat --temperature 0")
+    ch.add_argument("--run", default="runs/nanochat", metavar="DIR",
+                    help="output directory of `tyr train` of a language model "
+                         "(default %(default)s)")
+    ch.add_argument("--max-new-tokens", type=int, help="most tokens per reply")
+    ch.add_argument("--temperature", type=float)
+    ch.add_argument("--top-k", type=int)
+    ch.add_argument("--seed", type=int)
+    ch.add_argument("--stop", metavar="TEXT", help="end a reply where it writes TEXT")
+    ch.add_argument("--set", action="append", metavar="sample.KEY=VALUE")
+    ch.set_defaults(fn=cmd_chat)
 
     e = _sub(sub, "export", "export a trained run to another framework's format",
              "Export a trained run. hf-gpt2: the GPT example's checkpoint as a Hugging Face "

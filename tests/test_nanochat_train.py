@@ -1,9 +1,10 @@
 """NanoChat.lean trained by `tyr train` on BPE token shards: bits per byte, Muon with the
 warmdown schedule, gradient accumulation, cached sampling; under torchrun (2 gloo processes)
 with DDP and with FSDP2 it follows the single process with the same global batch, and a
-resumed FSDP run continues exactly."""
+resumed FSDP run continues exactly; `tyr chat` talks to the trained run."""
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -104,6 +105,31 @@ def test_one_process_learns_in_bits_per_byte_and_samples_cached(one):
     run = json.loads((one / "run.json").read_text())
     assert run["sample"]["step_model"] == "nanochatStep"
     assert (one / "sample.txt").read_text().startswith("the man")
+
+
+def test_chat_streams_a_reply_per_line_over_the_run(one, monkeypatch, capsys):
+    from pytyr.pipeline import LeanModels
+    from pytyr.train.chat import open_chat
+
+    session = open_chat(LeanModels(ROOT / LEAN), one, {"max_new_tokens": 6, "temperature": 0.0})
+    want = "".join("".join(session.reply(line)) + "\n" for line in ("the man\n", "said\n"))
+    monkeypatch.setattr(sys, "stdin", io.StringIO("the man\n\nsaid\n"))
+    assert main(["chat", "--run", str(one), "--max-new-tokens", "6", "--temperature", "0"]) == 0
+    assert capsys.readouterr().out == want and want.strip()
+
+
+def test_chat_refuses_what_it_cannot_talk_to(one, tmp_path, capsys):
+    run = json.loads((one / "run.json").read_text())
+    (tmp_path / "run.json").write_text(json.dumps({**run, "task": {"name": "classification"}}))
+    assert main(["chat", "--run", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("tyr chat: ") and "'classification' is not a language model" in err
+    for args, message in ((["--stop", ""], "--stop must not be empty"),
+                          (["--top-k", "0"], "sample.top_k"),
+                          (["--set", "sample.step_model=nanochat"], "step model 'nanochat'")):
+        assert main(["chat", "--run", str(one), *args]) == 1
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and message in err, err
 
 
 @pytest.fixture(scope="module")

@@ -110,12 +110,20 @@ class CachedDecoder:
                        if i.name not in ("idx", "pos")}
         return self._run(ids, 0)
 
+    def extend(self, ids: list[int], history: list[int]) -> torch.Tensor:
+        """Logits [vocab] after the tokens `ids` at the next positions; `history` (the sequence
+        so far, ending with `ids`) is prefilled again when they do not fit the caches: its last
+        `block // 2` tokens, or all of `ids` if more (at most `block`)."""
+        if self.length and self.length + len(ids) <= self.block:
+            return self._run(ids, self.length)
+        keep = min(len(ids), self.block)
+        if self.length:
+            keep = max(self.block // 2, keep)
+        return self.prefill(history[-keep:])
+
     def step(self, token: int, history: list[int]) -> torch.Tensor:
-        """Logits [vocab] after `token`; `history` (the sequence so far, `token` last) is
-        prefilled again when the context is full."""
-        if self.length >= self.block:
-            return self.prefill(history[-(self.block // 2):])
-        return self._run([token], self.length)
+        """Logits [vocab] after `token`, `history`'s last: `extend` by one token."""
+        return self.extend([token], history)
 
 
 @torch.no_grad()

@@ -106,7 +106,7 @@ def graph_values(source: ModelSource, model: str, raw: dict[str, Any], where: st
                      task.name, partial=True)
 
 
-def _instantiator(source: ModelSource, default_model: str, values: dict[str, Any]) -> Any:
+def instantiator(source: ModelSource, default_model: str, values: dict[str, Any]) -> Any:
     """Like `make_factory`, but only builds (and so type-checks) the graph."""
     def instantiate(model: str | None, feeds: dict[str, Feed], sizes: dict[str, int]) -> Graph:
         name = model or default_model
@@ -146,7 +146,7 @@ def train(source: ModelSource, model: str, raw: dict[str, Any], where: str, *,
         if waiting:
             graph = source.graph(model, fill_dims(decl, config, feeds, sizes, task.name))
         check_graph(graph, place, feeds, expects, sizes, task.name, cfg.model)
-        task.check_sampling(_instantiator(source, model, config), sampling)
+        task.check_sampling(instantiator(source, model, config), sampling)
         return _train(source, graph, model, config, cfg, task, sampling, out, sizes, accum,
                       about, resume, progress)
 

@@ -1,0 +1,159 @@
+"""`tyr chat`: a conversation with a trained language model, one reply per line of input.
+
+The transcript is one token sequence: the document start (a BOS, where the tokenizer has
+one), then each turn's text and the model's reply. A reply is sampled as `tyr sample`
+samples (`pick_token`: temperature, top-k, one seeded generator for the whole session) and
+streamed as it is decoded; it ends after `max_new_tokens`, at the end of a document (the
+model emitting the document start again, which is left out of the transcript) or at the
+`stop` text.
+
+With the run's `sample.step_model` the turns extend one set of key/value caches
+(`CachedDecoder.extend`): the user's tokens are one prefill at the next positions, the
+reply one token at a time, so a turn costs its own tokens, not the transcript's. Without
+one, every token runs the model over the last `block` tokens. Both see the same logits
+while the transcript fits the context (a test checks it); beyond it, the cached side keeps
+the last `block // 2` tokens, as `tyr sample` does.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from pytyr.config import merge
+from pytyr.errors import ConfigError
+from pytyr.train.kvcache import CachedDecoder
+from pytyr.train.run import instantiator, make_factory, read_run, run_weights
+from pytyr.train.sample import check_sampling_args, pick_token
+from pytyr.train.task import ModelFactory, TaskContext
+from pytyr.train.tasks import sample_options, task_class, task_options
+from pytyr.train.tasks.lm import LanguageModelTask
+
+
+class WindowLogits:
+    """Logits of the last position, the model run over the last `block` tokens each time."""
+
+    def __init__(self, factory: ModelFactory, model: str | None, feeds: dict[str, Any],
+                 block: int):
+        self.factory, self.model, self.feeds, self.block = factory, model, feeds, block
+        self.trained = "targets" in feeds
+        self.history: list[int] = []
+        self._graphs: dict[int, Any] = {}
+
+    @torch.no_grad()
+    def extend(self, ids: list[int]) -> torch.Tensor:
+        self.history.extend(ids)
+        ctx = torch.tensor([self.history[-self.block:]], dtype=torch.int64)
+        t = ctx.shape[1]
+        if t not in self._graphs:
+            self._graphs[t] = self.factory(self.model, self.feeds, {"batch": 1, "seq": t})
+        batch = {"idx": ctx, **({"targets": torch.zeros_like(ctx)} if self.trained else {})}
+        return self._graphs[t](batch)[0][0, -1]
+
+
+class CachedLogits:
+    """Logits of the last position over the key/value caches of a step model."""
+
+    def __init__(self, factory: ModelFactory, step_model: str, block: int):
+        self.decoder = CachedDecoder(factory, step_model, block)
+        self.history: list[int] = []
+
+    @torch.no_grad()
+    def extend(self, ids: list[int]) -> torch.Tensor:
+        self.history.extend(ids)
+        return self.decoder.extend(ids, self.history)
+
+
+class ChatSession:
+    """The transcript of one conversation with a language-model task's trained model."""
+
+    def __init__(self, task: LanguageModelTask, factory: ModelFactory, options: Any,
+                 stop: str | None = None):
+        check_sampling_args(options.max_new_tokens, options.temperature, options.top_k)
+        if options.max_new_tokens == 0:
+            raise ConfigError("chat: sample.max_new_tokens is 0, so there would be no replies")
+        if stop == "":
+            raise ConfigError("chat: --stop must not be empty")
+        self.task, self.options, self.stop = task, options, stop
+        block = task.options.seq
+        if options.step_model is not None:
+            self.logits: CachedLogits | WindowLogits = CachedLogits(factory, options.step_model,
+                                                                    block)
+        else:
+            _, feeds = task._sampling(options)
+            self.logits = WindowLogits(factory, options.model, feeds, block)
+        self.start = task.encode("")  # the document start: a BOS, or nothing
+        self.gen = torch.Generator().manual_seed(options.seed)
+        self.transcript: list[int] = []
+
+    def _tokens(self, text: str) -> list[int]:
+        """`text`'s tokens, the document start first only at the top of the transcript."""
+        ids = self.task.encode(text)
+        if self.transcript and ids[:len(self.start)] == self.start:
+            ids = ids[len(self.start):]
+        return ids
+
+    def reply(self, text: str) -> Iterator[str]:
+        """The model's reply to `text`, streamed as decoded pieces."""
+        ids = self._tokens(text)
+        if not ids:
+            return
+        self.transcript.extend(ids)
+        logits = self.logits.extend(ids)
+        out: list[int] = []
+        shown = ""
+        end = self.start[0] if len(self.start) == 1 else None
+        for k in range(self.options.max_new_tokens):
+            token = pick_token(logits, self.options.temperature, self.options.top_k, self.gen)
+            if token == end:
+                break
+            out.append(token)
+            self.transcript.append(token)
+            text_now = self.task.decode(out)
+            if self.stop is not None and self.stop in text_now:
+                yield text_now[len(shown):text_now.index(self.stop)]
+                return
+            # a byte-level BPE may end inside a character: wait for the rest of it
+            if not text_now.endswith("\ufffd"):
+                yield text_now[len(shown):]
+                shown = text_now
+            if k + 1 < self.options.max_new_tokens:
+                logits = self.logits.extend([token])
+        if self.task.decode(out) != shown:
+            yield self.task.decode(out)[len(shown):]
+
+
+def open_chat(source: Any, run_dir: Path, overrides: dict[str, Any],
+              stop: str | None = None) -> ChatSession:
+    """A chat over the run in `run_dir`: its task, trained weights and sampling options with
+    `overrides` on top. Every setting is checked before the first line is read."""
+    run = read_run(run_dir)
+    where = f"{run_dir}/run.json"
+    cls = task_class(run["task"], where)
+    if not issubclass(cls, LanguageModelTask):
+        raise ConfigError(f"{run_dir}: task '{cls.name}' is not a language model, so there is "
+                          f"no text to chat in; `tyr sample --run {run_dir}` samples it")
+    options = sample_options(cls, merge(run.get("sample", {}), overrides), "the command line")
+    task = cls(task_options(cls, run["task"], where), TaskContext(1, 0))
+    task.prepare()
+    task.check_sampling(instantiator(source, run["model"], run["values"]), options)
+    factory = make_factory(source, run["model"], run["values"], run_weights(run_dir),
+                           str(run_dir / "ckpt"))
+    return ChatSession(task, factory, options, stop)
+
+
+def converse(session: ChatSession, lines: Iterable[str], write: Any, prompt: str = "") -> int:
+    """Reply to each line of `lines` through `write(text)`; returns the number of turns."""
+    turns = 0
+    write(prompt)
+    for line in lines:
+        text = line.rstrip("\n")
+        if text.strip():
+            for piece in session.reply(text + "\n"):
+                write(piece)
+            write("\n")
+            turns += 1
+        write(prompt)
+    return turns

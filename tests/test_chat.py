@@ -1,0 +1,148 @@
+"""`tyr chat` (`pytyr.train.chat`): the transcript, where a reply ends, streaming, and the
+cached and uncached sides giving the same replies on a real (tiny) NanoChat model."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from pytyr.errors import ConfigError
+from pytyr.pipeline import LeanModels, module_from_graph
+from pytyr.train.chat import ChatSession, converse
+from pytyr.train.run import make_factory
+from pytyr.train.task import TaskContext
+from pytyr.train.tasks.lm import LanguageModelTask, TextSampleOptions
+
+ROOT = Path(__file__).resolve().parents[1]
+ALPHABET = "\x00abcdefghijklmnopqrstuvwxyz .\n"  # id 0 plays the BOS
+TINY = {"vocab": len(ALPHABET), "block": 24, "depth": 2, "aspect_ratio": 16, "head_dim": 16,
+        "n_kv_head": 1, "rope_base": 10000.0, "softcap": 3.0}
+
+
+@dataclass(frozen=True)
+class Opts:
+    seq: int = 24
+
+
+class Letters(LanguageModelTask):
+    """Characters of ALPHABET; a document starts with id 0 when `bos`."""
+
+    name = "letters"
+
+    def __init__(self, bos: bool = True):
+        super().__init__(Opts(), TaskContext(1, 0))
+        self.bos = bos
+
+    def encode(self, text: str) -> list[int]:
+        return [0] * self.bos + [ALPHABET.index(ch) for ch in text]
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(ALPHABET[i] for i in ids if i)
+
+    def batch(self, k):  # chat never trains
+        raise AssertionError("chat asked for a training batch")
+
+    def eval_batches(self, split):
+        raise AssertionError("chat asked for an evaluation batch")
+
+
+class Scripted:
+    """Logits that pick the tokens of `script` in turn (one-hot, any temperature)."""
+
+    def __init__(self, script: list[int]):
+        self.script, self.fed = list(script), []
+
+    def extend(self, ids: list[int]) -> torch.Tensor:
+        self.fed.append(list(ids))
+        logits = torch.full((len(ALPHABET),), -1e9)
+        logits[self.script.pop(0)] = 0.0
+        return logits
+
+
+def _scripted(text: str, *, stop: str | None = None, bos: bool = True, n: int = 50):
+    task = Letters(bos)
+    session = ChatSession(task, lambda *a: None, TextSampleOptions(max_new_tokens=n), stop)
+    session.logits = Scripted([ALPHABET.index(ch) if ch != "|" else 0 for ch in text])
+    return session
+
+
+def test_a_reply_ends_at_the_end_of_a_document_which_stays_out_of_the_transcript():
+    s = _scripted("hi there|")
+    assert "".join(s.reply("yo\n")) == "hi there"
+    assert s.transcript == Letters().encode("yo\nhi there")  # the BOS once, first
+    assert s.logits.fed[0] == Letters().encode("yo\n")  # one run for the user's tokens
+    assert all(len(f) == 1 for f in s.logits.fed[1:])  # then a token at a time
+
+
+def test_later_turns_do_not_start_a_new_document():
+    s = _scripted("ab|cd|")
+    assert "".join(s.reply("x\n")) == "ab" and "".join(s.reply("y\n")) == "cd"
+    assert s.transcript == Letters().encode("x\naby\ncd")
+
+
+def test_a_reply_ends_before_the_stop_text_and_after_max_new_tokens():
+    s = _scripted("one. two.", stop=".")
+    assert "".join(s.reply("q\n")) == "one"
+    s = _scripted("abcdefgh", n=3)
+    assert "".join(s.reply("q\n")) == "abc" and len(s.logits.fed) == 3  # no wasted run
+
+
+def test_without_a_bos_nothing_ends_a_document():
+    s = _scripted("ab\n\ncd", bos=False, n=6)
+    assert "".join(s.reply("q")) == "ab\n\ncd"
+
+
+def test_converse_answers_each_non_blank_line_and_counts_turns():
+    s = _scripted("ok|ok|")
+    written: list[str] = []
+    assert converse(s, ["first\n", "  \n", "second\n"], written.append, prompt="> ") == 2
+    assert "".join(written) == "> ok\n> > ok\n> "
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"max_new_tokens": 0}, "no replies"),
+    ({"temperature": -1.0}, "temperature"),
+])
+def test_settings_that_cannot_chat_are_refused(bad, message):
+    with pytest.raises(ConfigError, match=message):
+        ChatSession(Letters(), lambda *a: None, TextSampleOptions(**bad))
+
+
+def test_an_empty_stop_is_refused():
+    with pytest.raises(ConfigError, match="--stop"):
+        ChatSession(Letters(), lambda *a: None, TextSampleOptions(), stop="")
+
+
+@pytest.fixture(scope="module")
+def factory():
+    source = LeanModels(ROOT / "examples" / "nanochat" / "NanoChat.lean")
+    m = module_from_graph(source.graph("nanochat", {"c": TINY, "b": 1, "t": 4}), seed=5)
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            if name.endswith("c_proj"):
+                p.normal_(0, 0.3, generator=torch.Generator().manual_seed(6))
+    return make_factory(source, "nanochat", {"c": TINY}, m.state_dict())
+
+
+def _talk(factory, step_model: str | None, turns: list[str], **opts) -> tuple[list[str], list]:
+    options = TextSampleOptions(model="nanochatLogits", step_model=step_model, top_k=8,
+                                seed=11, **opts)
+    s = ChatSession(Letters(), factory, options)
+    return ["".join(s.reply(t)) for t in turns], s.transcript
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_cached_turns_reply_as_the_model_over_the_whole_transcript(factory, temperature):
+    turns = ["the man\n", "said\n"]  # 1 + 8 + 5 tokens of turns, 2 × 4 replied: < block
+    cached = _talk(factory, "nanochatStep", turns, max_new_tokens=4, temperature=temperature)
+    window = _talk(factory, None, turns, max_new_tokens=4, temperature=temperature)
+    assert cached == window and len(cached[1]) <= TINY["block"]
+
+
+def test_a_transcript_longer_than_the_context_keeps_talking(factory):
+    turns = ["a long line that fills the context\n", "and more\n", "still more\n"]
+    replies, transcript = _talk(factory, "nanochatStep", turns, max_new_tokens=20)
+    assert len(transcript) > 2 * TINY["block"] and len(replies) == 3
+    assert all(0 <= t < len(ALPHABET) for t in transcript)
