@@ -3,19 +3,16 @@ cached and uncached sides giving the same replies on a real (tiny) NanoChat mode
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 import torch
 
 from pytyr.errors import ConfigError
-from pytyr.pipeline import LeanModels, module_from_graph
 from pytyr.train.chat import ChatSession, converse
-from pytyr.train.run import make_factory
 from pytyr.train.task import TaskContext
 from pytyr.train.tasks.lm import LanguageModelTask, TextSampleOptions
+from tiny_nanochat import tiny_factory
 
-ROOT = Path(__file__).resolve().parents[1]
 ALPHABET = "\x00abcdefghijklmnopqrstuvwxyz .\n"  # id 0 plays the BOS
 TINY = {"vocab": len(ALPHABET), "block": 24, "depth": 2, "aspect_ratio": 16, "head_dim": 16,
         "n_kv_head": 1, "rope_base": 10000.0, "softcap": 3.0}
@@ -117,13 +114,7 @@ def test_an_empty_stop_is_refused():
 
 @pytest.fixture(scope="module")
 def factory():
-    source = LeanModels(ROOT / "examples" / "nanochat" / "NanoChat.lean")
-    m = module_from_graph(source.graph("nanochat", {"c": TINY, "b": 1, "t": 4}), seed=5)
-    with torch.no_grad():
-        for name, p in m.named_parameters():
-            if name.endswith("c_proj"):
-                p.normal_(0, 0.3, generator=torch.Generator().manual_seed(6))
-    return make_factory(source, "nanochat", {"c": TINY}, m.state_dict())
+    return tiny_factory(TINY, seed=5, proj_seed=6)
 
 
 def _talk(factory, step_model: str | None, turns: list[str], **opts) -> tuple[list[str], list]:

@@ -9,11 +9,12 @@ import pytest
 import torch
 
 from pytyr.errors import ConfigError
-from pytyr.pipeline import LeanModels, module_from_graph
+from pytyr.pipeline import LeanModels
 from pytyr.train.kvcache import generate_cached
 from pytyr.train.run import make_factory
 from pytyr.train.sample import generate
 from pytyr.train.task import Feed
+from tiny_nanochat import tiny_factory
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"vocab": 37, "block": 12, "depth": 2, "aspect_ratio": 16, "head_dim": 16,
@@ -22,13 +23,7 @@ TINY = {"vocab": 37, "block": 12, "depth": 2, "aspect_ratio": 16, "head_dim": 16
 
 @pytest.fixture(scope="module")
 def factory():
-    source = LeanModels(ROOT / "examples" / "nanochat" / "NanoChat.lean")
-    m = module_from_graph(source.graph("nanochat", {"c": TINY, "b": 1, "t": 4}), seed=2)
-    with torch.no_grad():
-        for name, p in m.named_parameters():
-            if name.endswith("c_proj"):
-                p.normal_(0, 0.3, generator=torch.Generator().manual_seed(3))
-    return make_factory(source, "nanochat", {"c": TINY}, m.state_dict())
+    return tiny_factory(TINY, seed=2, proj_seed=3)
 
 
 def _uncached(factory, prompt, n, temperature, block=12):
