@@ -26,7 +26,7 @@ the known ones. This page is generated from the dataclasses that do the checking
 | `model` | argument values of the `@[model]` (configs, dims); the task fills the dims it feeds (`b`, `t`) and config fields the data decides (`c.vocab` from the corpus) |
 | `task` | `name`, one of the tasks below, and its options |
 | `train` | optimizer, schedule, batch, evaluation, checkpoints, device (below) |
-| `sample` | the task's sampling options (after training, and `tyr sample`) |
+| `sample` | the task's sampling options (after training, `tyr sample` and `tyr chat`) |
 | `out` | the run directory (default `runs/<model>`) |
 """
 
