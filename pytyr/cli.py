@@ -226,7 +226,10 @@ def cmd_chat(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
 
-    converse(session, sys.stdin, write, prompt="> " if interactive else "")
+    def warn(message: str) -> None:
+        print(f"tyr chat: {message}", file=sys.stderr)
+
+    converse(session, sys.stdin, write, warn, prompt="> " if interactive else "")
     return 0
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from pytyr.errors import ConfigError
+from pytyr.errors import ConfigError, DataError
 from pytyr.train.chat import ChatSession, converse
 from pytyr.train.task import TaskContext
 from pytyr.train.tasks.lm import LanguageModelTask, TextSampleOptions
@@ -33,6 +33,9 @@ class Letters(LanguageModelTask):
         self.bos = bos
 
     def encode(self, text: str) -> list[int]:
+        bad = next((ch for ch in text if ch not in ALPHABET), None)
+        if bad is not None:
+            raise DataError(f"character {bad!r} is not in the alphabet")
         return [0] * self.bos + [ALPHABET.index(ch) for ch in text]
 
     def decode(self, ids: list[int]) -> str:
@@ -94,12 +97,22 @@ def test_without_a_bos_nothing_ends_a_document():
 def test_converse_answers_each_non_blank_line_and_counts_turns():
     s = _scripted("ok|ok|")
     written: list[str] = []
-    assert converse(s, ["first\n", "  \n", "second\n"], written.append, prompt="> ") == 2
+    lines = ["first\n", "  \n", "second\n"]
+    assert converse(s, lines, written.append, pytest.fail, prompt="> ") == 2
     assert "".join(written) == "> ok\n> > ok\n> "
 
 
+def test_a_line_the_task_cannot_encode_is_named_and_skipped():
+    s = _scripted("ok|")
+    written: list[str] = []
+    warned: list[str] = []
+    assert converse(s, ["Über\n", "fine\n"], written.append, warned.append) == 1
+    assert "".join(written) == "ok\n" and s.transcript == Letters().encode("fine\nok")
+    assert len(warned) == 1 and warned[0].startswith("line 1 skipped: ") and "'Ü'" in warned[0]
+
+
 @pytest.mark.parametrize("bad, message", [
-    ({"max_new_tokens": 0}, "no replies"),
+    ({"max_new_tokens": 0}, "a chat needs replies"),
     ({"temperature": -1.0}, "temperature"),
 ])
 def test_settings_that_cannot_chat_are_refused(bad, message):

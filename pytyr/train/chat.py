@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from pytyr.config import merge
-from pytyr.errors import ConfigError
+from pytyr.errors import ConfigError, TyrError
 from pytyr.train.kvcache import CachedDecoder
 from pytyr.train.run import instantiator, make_factory, read_run, run_weights
 from pytyr.train.sample import check_sampling_args, pick_token
@@ -73,9 +73,9 @@ class ChatSession:
                  stop: str | None = None):
         check_sampling_args(options.max_new_tokens, options.temperature, options.top_k)
         if options.max_new_tokens == 0:
-            raise ConfigError("chat: sample.max_new_tokens is 0, so there would be no replies")
+            raise ConfigError("sample.max_new_tokens is 0: a chat needs replies of 1 token or more")
         if stop == "":
-            raise ConfigError("chat: --stop must not be empty")
+            raise ConfigError("--stop must not be empty")
         self.task, self.options, self.stop = task, options, stop
         block = task.options.seq
         if options.step_model is not None:
@@ -88,8 +88,9 @@ class ChatSession:
         self.gen = torch.Generator().manual_seed(options.seed)
         self.transcript: list[int] = []
 
-    def _tokens(self, text: str) -> list[int]:
-        """`text`'s tokens, the document start first only at the top of the transcript."""
+    def tokens(self, text: str) -> list[int]:
+        """`text`'s tokens, the document start first only at the top of the transcript; a
+        `TyrError` where the task cannot encode it (a character outside its vocabulary)."""
         ids = self.task.encode(text)
         if self.transcript and ids[:len(self.start)] == self.start:
             ids = ids[len(self.start):]
@@ -97,7 +98,10 @@ class ChatSession:
 
     def reply(self, text: str) -> Iterator[str]:
         """The model's reply to `text`, streamed as decoded pieces."""
-        ids = self._tokens(text)
+        return self.answer(self.tokens(text))
+
+    def answer(self, ids: list[int]) -> Iterator[str]:
+        """The model's reply to the tokens `ids` (of `tokens`), streamed as decoded pieces."""
         if not ids:
             return
         self.transcript.extend(ids)
@@ -144,16 +148,23 @@ def open_chat(source: Any, run_dir: Path, overrides: dict[str, Any],
     return ChatSession(task, factory, options, stop)
 
 
-def converse(session: ChatSession, lines: Iterable[str], write: Any, prompt: str = "") -> int:
-    """Reply to each line of `lines` through `write(text)`; returns the number of turns."""
+def converse(session: ChatSession, lines: Iterable[str], write: Any, warn: Any,
+             prompt: str = "") -> int:
+    """Reply to each line of `lines` through `write(text)`; a line the task cannot encode is
+    named through `warn(message)` and skipped. Returns the number of turns."""
     turns = 0
     write(prompt)
-    for line in lines:
+    for n, line in enumerate(lines, 1):
         text = line.rstrip("\n")
         if text.strip():
-            for piece in session.reply(text + "\n"):
-                write(piece)
-            write("\n")
-            turns += 1
+            try:
+                ids = session.tokens(text + "\n")
+            except TyrError as err:
+                warn(f"line {n} skipped: {err}")
+            else:
+                for piece in session.answer(ids):
+                    write(piece)
+                write("\n")
+                turns += 1
         write(prompt)
     return turns
