@@ -2,11 +2,17 @@
 cached and uncached sides giving the same replies on a real (tiny) NanoChat model."""
 from __future__ import annotations
 
+import io
+import re
+import sys
 from dataclasses import dataclass
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from pytyr.cli import main
 from pytyr.errors import ConfigError, DataError
 from pytyr.train.chat import ChatSession, converse
 from pytyr.train.task import TaskContext
@@ -150,3 +156,31 @@ def test_a_transcript_longer_than_the_context_keeps_talking(factory):
     replies, transcript = _talk(factory, "nanochatStep", turns, max_new_tokens=20)
     assert len(transcript) > 2 * TINY["block"] and len(replies) == 3
     assert all(0 <= t < len(ALPHABET) for t in transcript)
+
+
+@pytest.fixture(scope="module")
+def char_run(tmp_path_factory):
+    """A GPT.lean char-level run of 2 steps (its weights barely trained: the replies are not
+    the point), the Shakespeare vocabulary of 75 characters."""
+    from test_train_gpt import GPT, TINY
+
+    out = tmp_path_factory.mktemp("char") / "run"
+    cache = tmp_path_factory.mktemp("corpus")
+    assert main(["train", GPT, "--model", "gpt", *TINY, "--set", "train.max_iters=2",
+                 "--set", f"out={out}", "--set", f"task.cache_dir={cache}"]) == 0
+    return out
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.text(max_size=40), max_size=4), n=st.integers(1, 6))
+def test_chat_answers_any_text_or_names_the_line(char_run, lines, n, monkeypatch, capsys):
+    text = "".join(line.replace("\n", " ").replace("\r", " ") + "\n" for line in lines)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+    assert main(["chat", "--run", str(char_run), "--max-new-tokens", str(n)]) == 0
+    out, err = capsys.readouterr()
+    warned = [ln for ln in err.splitlines() if ln]
+    assert "Traceback" not in err and all(
+        re.match(r"tyr chat: line \d+ skipped: .*character .* is not in", ln) for ln in warned)
+    answered = sum(1 for line in lines if line.strip()) - len(warned)
+    assert out.count("\n") >= answered  # a reply per answered line (replies may hold \n)

@@ -3,9 +3,11 @@ fails with exit 1/2 and one `tyr <cmd>:` line (or located Lean errors); never a 
 never a hang."""
 from __future__ import annotations
 
+import io
 import os
 import re
 import signal
+import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -72,6 +74,7 @@ def argv_for(zoo: list[str]) -> st.SearchStrategy:
         st.builds(lambda p, m, i, w, o: ["run", p, "--model", m, "--inputs", i, "--weights", w,
                                          "-o", o], path, model, path, path, out),
         st.builds(lambda r, s: ["sample", "--run", r, *s], path, sets(st.just("sample.top_k"))),
+        st.builds(lambda r, s: ["chat", "--run", r, *s], path, sets(st.just("sample.top_k"))),
         st.builds(lambda r, o: ["export", "--format", "hf-gpt2", r, o], path, out),
         st.builds(lambda p, o: ["data", "prepare", p, "--tokenizer", p, "--out", o], path, out),
         st.builds(lambda p, o: ["tokenizer", "train", p, "--out", o], path, out),
@@ -95,6 +98,7 @@ def _alarm(*_):
 def test_every_command_fails_cleanly(zoo, data, capsys, monkeypatch, tmp_path):
     argv = data.draw(argv_for(zoo))
     before = {p: os.stat(p).st_mtime_ns for p in REPO_INPUTS}
+    monkeypatch.setattr(sys, "stdin", io.StringIO("ROMEO:\n"))  # for `tyr chat`
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(60)
     try:
