@@ -19,8 +19,8 @@ token types `IT #[b, t] c.type_vocab`: ids in either place are a type error.
 
 Parameter paths are the keys of HF's `BertModel.state_dict()` (`embeddings.LayerNorm.weight`,
 `encoder.layer.0.attention.self.query.weight`, `…output.LayerNorm.bias`), so an HF checkpoint
-loads by name. The field `self` is written `«self»` (any name may be, and the checker's path
-segment is `self`). Initialisation is HF's: normal(0, 0.02) matrices and tables, zero biases,
+loads by name (`self` and `LayerNorm` are ordinary Lean field names, elaborated by Lean
+4.35 as written). Initialisation is HF's: normal(0, 0.02) matrices and tables, zero biases,
 LayerNorm gain one and bias zero.
 -/
 
@@ -92,7 +92,7 @@ structure BertSelfOutput (c : BertConfig) where
 
 /-- HF's `BertAttention`. -/
 structure BertAttention (c : BertConfig) where
-  «self» : BertSelfAttention c
+  self : BertSelfAttention c
   output : BertSelfOutput c
   deriving TensorStruct
 
@@ -158,7 +158,7 @@ def residualNorm (c : BertConfig) {b t i : Nat} (dense : Linear c.hidden i) (n :
 /-- One post-norm encoder layer: attention, then the GELU MLP, each around a residual. -/
 def layer (c : BertConfig) {b t : Nat} (mask : IT #[b, t] 2) (p : BertLayer c)
     (x : T #[b, t, c.hidden]) : T #[b, t, c.hidden] :=
-  let a := selfAttention c p.attention.«self» mask x
+  let a := selfAttention c p.attention.self mask x
   let x := residualNorm c p.attention.output.dense p.attention.output.LayerNorm a x
   let h := gelu (lin3 p.intermediate.dense x)
   residualNorm c p.output.dense p.output.LayerNorm h x
