@@ -186,8 +186,8 @@ def test_a_mis_shaped_key_is_named_and_nothing_is_loaded(lean, tmp_path, capsys)
 
 def test_a_sequence_longer_than_the_position_table_names_the_hypothesis(lean, hf, tmp_path,
                                                                          capsys):
-    with pytest.raises(ConfigError, match=re.escape(
-            "violate the hypothesis 'h : t ≤ c.max_position' of model 'bert': 17 ≤ 16 is false")):
+    violated = "violate the hypothesis 'h : t ≤ c.max_position' of model 'bert': 17 ≤ 16"
+    with pytest.raises(ConfigError, match=re.escape(violated)):
         lean.graph("bert", {"c": TINY, "b": 2, "t": 17})
     write_file(feeds(1, [17], 17), tmp_path / "x.safetensors")
     assert main(["run", str(BERT), "--model", "bert", "--config", str(_config(tmp_path)),
@@ -245,10 +245,12 @@ def typing_file(lean: LeanModels, tmp_path: Path, ckpt: Path) -> tuple[Path, lis
         lines.append(f"def p{k} : T #[{', '.join(map(str, p.shape))}] := "
                      f"{lean_access('Ckpt', p.path)}")
     layer = "Ckpt.encoder.layer[1]"
-    lines += [f"def query (x : T #[2, 5, 32]) : T #[2, 5, 32] := linearBias3 x "
-              f"{layer}.attention.self.query.weight {layer}.attention.self.query.bias",
-              f"def up (x : T #[2, 5, 32]) : T #[2, 5, 37] := gelu (linearBias3 x "
-              f"{layer}.intermediate.dense.weight {layer}.intermediate.dense.bias)"]
+    w = f"{layer}.attention.self.query"
+    lines.append(f"def query (x : T #[2, 5, 32]) : T #[2, 5, 32] := "
+                 f"linearBias3 x {w}.weight {w}.bias")
+    w = f"{layer}.intermediate.dense"
+    lines.append(f"def up (x : T #[2, 5, 32]) : T #[2, 5, 37] := "
+                 f"gelu (linearBias3 x {w}.weight {w}.bias)")
     f = tmp_path / "Typed.lean"
     f.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return f, keys
