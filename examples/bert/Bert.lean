@@ -21,7 +21,7 @@ Parameter paths are the keys of HF's `BertModel.state_dict()` (`embeddings.Layer
 `encoder.layer.0.attention.self.query.weight`, `…output.LayerNorm.bias`), so an HF checkpoint
 loads by name (`self` and `LayerNorm` are ordinary Lean field names, elaborated by Lean
 4.35 as written). Initialisation is HF's: normal(0, 0.02) matrices and tables, zero biases,
-LayerNorm gain one and bias zero.
+LayerNorm gain one and bias zero. `config.json` beside this file holds bert-base's sizes.
 -/
 
 open torch
