@@ -19,8 +19,8 @@ token types `IT #[b, t] c.type_vocab`: ids in either place are a type error.
 
 Parameter paths are the keys of HF's `BertModel.state_dict()` (`embeddings.LayerNorm.weight`,
 `encoder.layer.0.attention.self.query.weight`, `…output.LayerNorm.bias`), so an HF checkpoint
-loads by name (`self` and `LayerNorm` are ordinary Lean field names, elaborated by Lean
-4.35 as written). Initialisation is HF's: normal(0, 0.02) matrices and tables, zero biases,
+loads by name (`self` and `LayerNorm` are ordinary field names: Lean 4.35 accepts a field
+`self` and the projection `p.self`). Initialisation is HF's: normal(0, 0.02) matrices and tables, zero biases,
 LayerNorm gain one and bias zero. `config.json` beside this file holds bert-base's sizes.
 -/
 
