@@ -80,6 +80,12 @@ def paddedAttention {b h t d : Nat} (q k v : T #[b, h, t, d]) (keep : IT #[b, t]
     (p : Float := 0.0) : T #[b, h, t, d] :=
   prim "padded_attention" [q.node, k.node, v.node, keep.node] [.float "p" p]
 
+/-- Mean of the real tokens of each sequence (mean pooling, as sentence encoders pool a BERT):
+`Σₜ keep[i, t] · x[i, t] / Σₜ keep[i, t]`, with `keep : IT #[b, t] 2` the padding mask of
+`paddedAttention`. A sequence with no real token gets zeros. -/
+def maskedMeanSeq3 {b t d : Nat} (x : T #[b, t, d]) (keep : IT #[b, t] 2) : T #[b, d] :=
+  prim "masked_mean_seq3" [x.node, keep.node]
+
 /-- Mean cross entropy of class `logits` against integer `target` classes, of the same `c`. -/
 def crossEntropy {b c : Nat} (logits : T #[b, c]) (target : IT #[b] c) : T #[] :=
   prim "cross_entropy" [logits.node, target.node]

@@ -1,6 +1,6 @@
 """The ops of masked diffusion beyond their oracle cases in `test_exec.py`: what makes
-attention bidirectional, what the padding mask does and does not do, and how the weighted
-cross entropy treats its weights; plus the typing of the mask and the weights."""
+attention bidirectional, what the padding mask does and does not do (in attention and in the
+masked mean), and how the weighted cross entropy treats its weights; plus the typing of the mask and the weights."""
 from __future__ import annotations
 
 import pytest
@@ -94,6 +94,18 @@ def test_keep_everywhere_is_bidirectional_and_the_mask_is_zero_or_one(full, padd
     keep = torch.tensor([[1, 0, 1, 1, 0], [0, 1, 1, 0, 1]])
     with pytest.raises(ExecError, match=r"input 'a3' : IT #\[2, 5\] 2 holds 7 at \[0, 0\]"):
         padded(q, k, v, keep * 7)
+
+
+def test_masked_mean_of_no_real_token_is_zero_with_a_finite_gradient(signatures):
+    m = _op_module(signatures, "masked_mean_seq3", [([2, 3, 4], "f32"), ([2, 3], "i64", 2)],
+                   [2, 4])
+    x = torch.randn(2, 3, 4, requires_grad=True)
+    (y,) = m(x, torch.tensor([[0, 0, 0], [1, 0, 1]]))
+    assert torch.equal(y[0], torch.zeros(4))
+    torch.testing.assert_close(y[1], (x[1, 0] + x[1, 2]) / 2)
+    y.sum().backward()
+    assert torch.isfinite(x.grad).all() and torch.equal(x.grad[0], torch.zeros(3, 4))
+    assert torch.equal(x.grad[1, 1], torch.zeros(4))  # a padded token gets no gradient
 
 
 def test_a_sequence_without_real_keys_gets_zeros_not_nan(padded):

@@ -132,6 +132,10 @@ CASES = {
                     lambda x: torch.cat([x[:, 0], x[:, 1]], dim=-1)),
     "causal_attention": ([([1, 2, 4, 3], "f32")] * 3, {"p": 0.0}, [1, 2, 4, 3], _causal),
     "bidirectional_attention": ([([2, 2, 4, 3], "f32")] * 3, {"p": 0.0}, [2, 2, 4, 3], _attend),
+    "masked_mean_seq3": ([([2, 4, 3], "f32"), ([2, 4], "i64", 2)], {}, [2, 3],
+                         lambda x, k: torch.stack([
+                             sum(x[i, j] for j in range(4) if k[i, j]) / max(int(k[i].sum()), 1)
+                             if k[i].any() else torch.zeros(3) for i in range(2)])),
     "padded_attention": ([([2, 2, 4, 3], "f32")] * 3 + [([2, 4], "i64", 2)], {"p": 0.0},
                          [2, 2, 4, 3], _attend),
     "weighted_cross_entropy2": ([([2, 3, 5], "f32"), ([2, 3], "i64", 5), ([2, 3], "f32")], {}, [],

@@ -246,6 +246,12 @@ def _padded_attention(cx: Lower, args, attrs, types, out) -> fx.Node:
                               {"attn_mask": mask, "dropout_p": _dropout_p(cx, attrs)})
 
 
+def _masked_mean(x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    # x: [b, t, d], keep: i64[b, t] -> [b, d]; a row with no real token divides 0 by 1
+    w = keep.to(x.dtype).unsqueeze(-1)
+    return (x * w).sum(1) / w.sum(1).clamp_min(1.0)
+
+
 def _cross_entropy2(cx: Lower, args, attrs, types, out) -> fx.Node:
     # logits: [b, t, v], target: i64[b, t] -> [] (mean over every position)
     logits, target = args
@@ -315,6 +321,7 @@ OPS: dict[str, Lowering] = {
     # q, k, v: [b, h, t, d] (, keep: i64[b, t]) -> [b, h, t, d], every key visible (but padding)
     "bidirectional_attention": _bidirectional_attention,
     "padded_attention": _padded_attention,
+    "masked_mean_seq3": _call(_masked_mean),
     # logits: [b, c], target: i64[b] -> [] (mean over the batch)
     "cross_entropy": _call(F.cross_entropy),
     "cross_entropy2": _cross_entropy2,
