@@ -6,7 +6,8 @@ import Tyr
 Hugging Face's `BertModel` without its pooler: word, position and token-type embeddings
 summed and layer-normalised, then `n_layer` post-norm layers of bidirectional multi-head
 self-attention over a key-padding mask and an exact (erf) GELU MLP, each sub-layer
-`LayerNorm (x + dropout (dense y))`. The result is the last hidden state.
+`LayerNorm (x + dropout (dense y))`. The result is the last hidden state (`bert`), or its
+mean over the real tokens, a sentence embedding (`bertMeanPooled`).
 
 The batch `b` and the sequence length `t` are implicit binders, never numbers: every op used
 types each dimension on its own (`embedding2`, `addRows`, `splitHeads`, `paddedAttention`, …),
@@ -171,3 +172,11 @@ def bert (c : BertConfig) {b t : Nat} (h : t ≤ c.max_position) (p : BertParams
     (attention_mask : IT #[b, t] 2) : T #[b, t, c.hidden] :=
   let x := embed c h p.embeddings input_ids token_type_ids
   p.encoder.layer.foldl (fun x l => layer c attention_mask l x) x
+
+/-- A sentence embedding per sequence: the mean of `bert`'s last hidden state over the real
+tokens (`maskedMeanSeq3`), the pooling of sentence encoders built on BERT. -/
+@[model]
+def bertMeanPooled (c : BertConfig) {b t : Nat} (h : t ≤ c.max_position) (p : BertParams c)
+    (input_ids : IT #[b, t] c.vocab) (token_type_ids : IT #[b, t] c.type_vocab)
+    (attention_mask : IT #[b, t] 2) : T #[b, c.hidden] :=
+  maskedMeanSeq3 (bert c h p input_ids token_type_ids attention_mask) attention_mask
