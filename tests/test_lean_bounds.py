@@ -47,6 +47,10 @@ BOUND_CASES = [
      "def f (q k v : T #[2, 4, 8, 6]) (m : IT #[2, 8] 3) : T #[2, 4, 8, 6] := "
      "paddedAttention q k v m",
      ["argument 'keep' of 'paddedAttention'", "IT #[2, 8] 3", "IT #[2, 8] 2"]),
+    ("maskedMeanSeq3",
+     "def f (x : T #[2, 8, 6]) (m : IT #[2, 8] 2) : T #[2, 6] := maskedMeanSeq3 x m",
+     "def f (x : T #[2, 8, 6]) (ids : IT #[2, 8] 65) : T #[2, 6] := maskedMeanSeq3 x ids",
+     ["argument 'keep' of 'maskedMeanSeq3'", "IT #[2, 8] 65", "IT #[2, 8] 2"]),
     ("cacheWrite",
      "def f (c : T #[1, 2, 64, 16]) (x : T #[1, 2, 3, 16]) (p : IT #[3] 64) : "
      "T #[1, 2, 64, 16] := cacheWrite c x p",
