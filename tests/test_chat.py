@@ -95,6 +95,21 @@ def test_a_reply_ends_before_the_stop_text_and_after_max_new_tokens():
     assert "".join(s.reply("q\n")) == "abc" and len(s.logits.fed) == 3  # no wasted run
 
 
+def test_the_model_sees_the_whole_transcript_across_turns():
+    # a reply's last token (ended by max_new_tokens or the stop text) is fed with the next turn
+    for s in (_scripted("abcxyz", n=3), _scripted("ab.xy.", stop=".")):
+        list(s.reply("q\n"))
+        list(s.reply("r\n"))
+        assert sum(s.logits.fed, []) + s._unfed == s.transcript
+
+
+def test_streamed_pieces_hold_back_the_start_of_the_stop_text():
+    s = _scripted("ab\n\ncd", stop="\n\n")
+    assert list(s.reply("q\n")) == ["a", "b"]  # the first "\n" is never shown
+    s = _scripted("ab\nc\n\n", stop="\n\n")
+    assert list(s.reply("q\n")) == ["a", "b", "\nc"]  # held, then shown with what follows
+
+
 def test_without_a_bos_nothing_ends_a_document():
     s = _scripted("ab\n\ncd", bos=False, n=6)
     assert "".join(s.reply("q")) == "ab\n\ncd"
@@ -140,7 +155,9 @@ def _talk(factory, step_model: str | None, turns: list[str], **opts) -> tuple[li
     options = TextSampleOptions(model="nanochatLogits", step_model=step_model, top_k=8,
                                 seed=11, **opts)
     s = ChatSession(Letters(), factory, options)
-    return ["".join(s.reply(t)) for t in turns], s.transcript
+    replies = ["".join(s.reply(t)) for t in turns]
+    assert s.logits.history + s._unfed == s.transcript  # the model saw every turn and reply
+    return replies, s.transcript
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])

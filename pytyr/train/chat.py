@@ -87,6 +87,7 @@ class ChatSession:
         self.start = task.encode("")  # the document start: a BOS, or nothing
         self.gen = torch.Generator().manual_seed(options.seed)
         self.transcript: list[int] = []
+        self._unfed: list[int] = []  # the last reply's last token: the model has not seen it
 
     def tokens(self, text: str) -> list[int]:
         """`text`'s tokens, the document start first only at the top of the transcript; a
@@ -105,7 +106,8 @@ class ChatSession:
         if not ids:
             return
         self.transcript.extend(ids)
-        logits = self.logits.extend(ids)
+        logits = self.logits.extend(self._unfed + ids)
+        self._unfed = []
         out: list[int] = []
         shown = ""
         end = self.start[0] if len(self.start) == 1 else None
@@ -115,18 +117,34 @@ class ChatSession:
                 break
             out.append(token)
             self.transcript.append(token)
-            text_now = self.task.decode(out)
-            if self.stop is not None and self.stop in text_now:
-                yield text_now[len(shown):text_now.index(self.stop)]
+            text = self.task.decode(out)
+            if self.stop is not None and self.stop in text:
+                self._unfed = [token]
+                if text.index(self.stop) > len(shown):
+                    yield text[len(shown):text.index(self.stop)]
                 return
-            # a byte-level BPE may end inside a character: wait for the rest of it
-            if not text_now.endswith("\ufffd"):
-                yield text_now[len(shown):]
-                shown = text_now
+            ready = len(text) - _held_back(text, self.stop)
+            if ready > len(shown):
+                yield text[len(shown):ready]
+                shown = text[:ready]
             if k + 1 < self.options.max_new_tokens:
                 logits = self.logits.extend([token])
-        if self.task.decode(out) != shown:
-            yield self.task.decode(out)[len(shown):]
+            else:
+                self._unfed = [token]
+        rest = self.task.decode(out)[len(shown):]
+        if rest:
+            yield rest
+
+
+def _held_back(text: str, stop: str | None) -> int:
+    """How many characters at the end of `text` to hold back: an unfinished character (a
+    byte-level BPE may stop inside one) or the start of the stop text."""
+    if text.endswith("\ufffd"):
+        return len(text) - len(text.rstrip("\ufffd"))
+    for n in range(min(len(stop or "") - 1, len(text)), 0, -1):
+        if text.endswith(stop[:n]):  # type: ignore[index]
+            return n
+    return 0
 
 
 def open_chat(source: Any, run_dir: Path, overrides: dict[str, Any],
