@@ -74,13 +74,14 @@ class Normalizer:
         self._saw_meta = False  # set when the term being normalised mentions a metavariable
 
     def __call__(self, t: Term) -> Term:
-        if isinstance(t, (Lit, FLit, Var, StructV)):  # a structure value is made of values
+        kind = type(t)  # terms are final classes: exact types, one set lookup each
+        if kind in _NORMAL:
             return t
-        if isinstance(t, Meta):
+        if kind is Meta:
             self._saw_meta = True
-            v = self.mctx.assign.get(t.uid)
+            v = self.mctx.assign.get(t.uid)  # type: ignore[attr-defined]
             return self(v) if v is not None else t
-        if not isinstance(t, _CACHED):
+        if kind not in _CACHED:
             return self._norm(t)
         hit = self.cache.get(t)
         if hit is not None:
@@ -134,7 +135,8 @@ class Normalizer:
         return map_children(t, self)
 
 
-_CACHED = (App, Arr, NatOp, FloatOp, Proj, Prod, Rel, Eq, Pi)
+_CACHED = frozenset((App, Arr, NatOp, FloatOp, Proj, Prod, Rel, Eq, Pi))
+_NORMAL = frozenset((Lit, FLit, Var, StructV))  # a structure value is made of values
 
 
 def nat_literal_rhs(op: str, a: Term, k: int) -> Term:

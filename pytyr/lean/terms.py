@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from ..errors import Pos
 from .numerals import nat_str
@@ -241,35 +241,41 @@ def _param(p: Param, f: Callable[[Term], Term]) -> Param:
                  p.tactic)
 
 
+def _map_app(t: App, f: Callable[[Term], Term]) -> Term:
+    return App(t.head, tuple([f(a) for a in t.args])) if t.args else t
+
+
+def _map_call(t: Call, f: Callable[[Term], Term]) -> Term:
+    return Call(t.head if isinstance(t.head, str) else f(t.head), tuple([f(a) for a in t.args]),
+                t.pos)
+
+
+# the children of each composite term, rebuilt by `f`: one lookup by type instead of a chain
+# of isinstance tests (this is the checker's innermost loop)
+_MAP_CHILDREN: dict[type, Callable[[Any, Callable[[Term], Term]], Term]] = {
+    App: _map_app,
+    NatOp: lambda t, f: NatOp(t.op, f(t.a), f(t.b)),
+    FloatOp: lambda t, f: FloatOp(t.op, f(t.a), f(t.b)),
+    Proj: lambda t, f: Proj(f(t.e), t.field),
+    Arr: lambda t, f: Arr(tuple([f(a) for a in t.items])),
+    Prod: lambda t, f: Prod(f(t.a), f(t.b)),
+    Pair: lambda t, f: Pair(f(t.a), f(t.b)),
+    Eq: lambda t, f: Eq(f(t.a), f(t.b)),
+    Rel: lambda t, f: Rel(t.op, f(t.a), f(t.b)),
+    Pi: lambda t, f: Pi(tuple([_param(p, f) for p in t.params]), f(t.result)),
+    StructV: lambda t, f: StructV(t.sname, tuple([(k, f(v)) for k, v in t.fields])),
+    InitV: lambda t, f: InitV(t.kind, tuple([(k, f(v)) for k, v in t.args])),
+    CtorV: lambda t, f: CtorV(t.name, tuple([f(a) for a in t.args])),
+    Call: _map_call,
+    Lam: lambda t, f: Lam(tuple([_param(p, f) for p in t.params]), f(t.body)),
+    Block: lambda t, f: Block(tuple([(n, u, f(v)) for n, u, v in t.binds]), f(t.body)),
+}
+
+
 def map_children(t: Term, f: Callable[[Term], Term]) -> Term:
-    if isinstance(t, App):
-        return App(t.head, tuple(f(a) for a in t.args)) if t.args else t
-    if isinstance(t, (NatOp, FloatOp)):
-        return type(t)(t.op, f(t.a), f(t.b))
-    if isinstance(t, Proj):
-        return Proj(f(t.e), t.field)
-    if isinstance(t, Arr):
-        return Arr(tuple(f(a) for a in t.items))
-    if isinstance(t, (Prod, Pair, Eq)):
-        return type(t)(f(t.a), f(t.b))
-    if isinstance(t, Rel):
-        return Rel(t.op, f(t.a), f(t.b))
-    if isinstance(t, Pi):
-        return Pi(tuple(_param(p, f) for p in t.params), f(t.result))
-    if isinstance(t, StructV):
-        return StructV(t.sname, tuple((k, f(v)) for k, v in t.fields))
-    if isinstance(t, InitV):
-        return InitV(t.kind, tuple((k, f(v)) for k, v in t.args))
-    if isinstance(t, CtorV):
-        return CtorV(t.name, tuple(f(a) for a in t.args))
-    if isinstance(t, Call):
-        return Call(t.head if isinstance(t.head, str) else f(t.head),
-                    tuple(f(a) for a in t.args), t.pos)
-    if isinstance(t, Lam):
-        return Lam(tuple(_param(p, f) for p in t.params), f(t.body))
-    if isinstance(t, Block):
-        return Block(tuple((n, u, f(v)) for n, u, v in t.binds), f(t.body))
-    return t
+    """`t` with `f` applied to its immediate subterms (leaves are returned as they are)."""
+    m = _MAP_CHILDREN.get(type(t))
+    return t if m is None else m(t, f)
 
 
 def subst(t: Term, m: dict[int, Term]) -> Term:
