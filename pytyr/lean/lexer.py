@@ -85,7 +85,7 @@ def _digit(c: str) -> bool:
     return "0" <= c <= "9"  # `Char.isDigit` is ASCII only
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: one per token, and a frozen __init__ costs 3x
 class Token:
     kind: str  # ident | keyword | nat | sci | str | char | sym | doc | moddoc | eof
     text: str
