@@ -20,6 +20,7 @@ from pytyr.errors import ConfigError
 from pytyr.safetensors import load_file
 from pytyr.train import distributed
 from test_train_gpt import GPT, TINY
+from torchrun_runs import history, losses, run_two_processes, torchrun_cli
 
 pytestmark = pytest.mark.skipif(not torch.distributed.is_available(),
                                 reason="this torch build has no torch.distributed")
@@ -40,27 +41,11 @@ def _args(out: Path, cache: Path, *extra: str) -> list[str]:
 
 def _torchrun(out: Path, cache: Path, *extra: str, script: bool = False) -> str:
     """Run `tyr train` in 2 processes; return rank 0's and rank 1's stdout together."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHON": sys.executable,
-           "TYR_DIST_BACKEND": "gloo"}  # gloo even where CUDA is: 2 ranks, maybe 1 GPU
-    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(var, None)
     args = _args(out, cache, *extra)
     if script:  # the launcher takes the same tyr train arguments after `--`
-        cmd = [str(ROOT / "scripts" / "torchrun-gpt.sh"), "2", "--", *args[4:]]
-    else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               "--nproc_per_node=2", "-m", "pytyr.cli", *args]
-    res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, f"torchrun failed ({res.returncode}):\n{res.stdout}\n{res.stderr}"
-    return res.stdout
-
-
-def _history(run: Path) -> dict:
-    return json.loads((run / "metrics.json").read_text())["history"]
-
-
-def _losses(run: Path) -> list[float]:
-    return [s["loss"] for s in _history(run)["steps"]]
+        return run_two_processes([str(ROOT / "scripts" / "torchrun-gpt.sh"), "2", "--",
+                                  *args[4:]], timeout=120)
+    return run_two_processes(torchrun_cli(*args), timeout=120)
 
 
 def test_two_processes_train_like_one_with_the_global_batch(tmp_path, cache, capsys):
@@ -76,9 +61,9 @@ def test_two_processes_train_like_one_with_the_global_batch(tmp_path, cache, cap
 
     assert main(_args(one, cache, "--set", "train.max_iters=8")) == 0
     capsys.readouterr()
-    assert len(_losses(two)) == 8
-    assert _losses(two) == pytest.approx(_losses(one), abs=1e-5)
-    for a, b in zip(_history(two)["evals"], _history(one)["evals"]):
+    assert len(losses(two)) == 8
+    assert losses(two) == pytest.approx(losses(one), abs=1e-5)
+    for a, b in zip(history(two)["evals"], history(one)["evals"]):
         assert a == pytest.approx(b, abs=1e-5)
     # A single process cannot resume the 2-process checkpoint: it says why.
     assert main(_args(two, cache, "--set", "train.max_iters=8", "--resume")) == 1
@@ -92,8 +77,8 @@ def test_a_resumed_two_process_run_continues_exactly(tmp_path, cache):
     _torchrun(full, cache, *dropout, "--set", "train.max_iters=8")
     _torchrun(part, cache, *dropout, "--set", "train.max_iters=4")
     _torchrun(part, cache, *dropout, "--set", "train.max_iters=8", "--resume")
-    assert len(_losses(part)) == 8 and _losses(part) == _losses(full)
-    assert _history(part)["evals"] == _history(full)["evals"]
+    assert len(losses(part)) == 8 and losses(part) == losses(full)
+    assert history(part)["evals"] == history(full)["evals"]
     a, b = (load_file(r / "ckpt" / "model.safetensors") for r in (full, part))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 

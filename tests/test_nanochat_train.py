@@ -7,9 +7,7 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
 import random
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import torch
 
 from pytyr.cli import main
 from pytyr.safetensors import load_file
+from torchrun_runs import history, losses, run_two_processes, torchrun_cli
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not torch.distributed.is_available(),
@@ -68,22 +67,8 @@ def _args(out: Path, shards: tuple[Path, int], *extra: str) -> list[str]:
 
 
 def _torchrun(out: Path, shards, *extra: str) -> str:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TYR_DIST_BACKEND": "gloo"}
-    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(var, None)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "-m", "pytyr.cli", *_args(out, shards, "--set", "sample.max_new_tokens=0", *extra)]
-    res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
-    assert res.returncode == 0, f"torchrun failed ({res.returncode}):\n{res.stdout}\n{res.stderr}"
-    return res.stdout
-
-
-def _history(run: Path) -> dict:
-    return json.loads((run / "metrics.json").read_text())["history"]
-
-
-def _losses(run: Path) -> list[float]:
-    return [s["loss"] for s in _history(run)["steps"]]
+    return run_two_processes(
+        torchrun_cli(*_args(out, shards, "--set", "sample.max_new_tokens=0", *extra)), timeout=180)
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +79,7 @@ def one(tmp_path_factory, shards) -> Path:
 
 
 def test_one_process_learns_in_bits_per_byte_and_samples_cached(one):
-    h = _history(one)
+    h = history(one)
     first, last = h["evals"][0], h["evals"][-1]
     assert {"val", "val_bpb", "train", "train_bpb"} <= set(last)
     assert "val_nats" not in last and "val_bytes" not in last
@@ -147,7 +132,7 @@ def runs(tmp_path_factory, shards) -> dict[str, tuple[Path, str]]:
 def test_two_processes_follow_one_with_the_global_batch(runs, one, mode):
     two, out = runs[mode]
     assert "2 processes, batch 2 each; 2 micro-batches per step" in out
-    assert _losses(two) == pytest.approx(_losses(one), abs=1e-4)
+    assert losses(two) == pytest.approx(losses(one), abs=1e-4)
     a, b = (load_file(r / "ckpt" / "model.safetensors") for r in (one, two))
     assert a.keys() == b.keys()  # whole tensors, also from the sharded run
     assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-3
@@ -158,6 +143,6 @@ def test_a_resumed_fsdp_run_continues_exactly(tmp_path, shards, runs):
     fsdp = ("--set", "train.data_parallel=fsdp")
     _torchrun(part, shards, *fsdp, "--set", "train.max_iters=3")
     _torchrun(part, shards, *fsdp, "--set", "train.max_iters=6", "--resume")
-    assert _losses(part) == _losses(full) and _history(part)["evals"] == _history(full)["evals"]
+    assert losses(part) == losses(full) and history(part)["evals"] == history(full)["evals"]
     a, b = (load_file(r / "ckpt" / "model.safetensors") for r in (full, part))
     assert all(torch.equal(a[k], b[k]) for k in a)
