@@ -82,8 +82,8 @@ class ChatSession:
             self.logits: CachedLogits | WindowLogits = CachedLogits(factory, options.step_model,
                                                                     block)
         else:
-            _, feeds = task._sampling(options)
-            self.logits = WindowLogits(factory, options.model, feeds, block)
+            self.logits = WindowLogits(factory, options.model, task.logits_feeds(options),
+                                       block)
         self.start = task.encode("")  # the document start: a BOS, or nothing
         self.gen = torch.Generator().manual_seed(options.seed)
         self.transcript: list[int] = []

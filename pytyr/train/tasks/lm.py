@@ -57,12 +57,16 @@ class LanguageModelTask(Task):
     def decode(self, ids: list[int]) -> str:
         raise NotImplementedError
 
+    def logits_feeds(self, options: Any) -> dict[str, Feed]:
+        """What the model that gives logits (`sample.model`) is fed: the trained model also
+        takes (dummy) targets."""
+        return {"idx": TOKENS, **({"targets": TOKENS} if options.model is None else {})}
+
     def _sampling(self, options: Any) -> tuple[list[int], dict[str, Feed]]:
         prompt = self.encode(options.prompt)
         if not prompt:
             raise ConfigError("sample.prompt must not be empty (it encodes to no tokens)")
-        trained = options.model is None
-        return prompt, {"idx": TOKENS, **({"targets": TOKENS} if trained else {})}
+        return prompt, self.logits_feeds(options)
 
     def check_sampling(self, instantiate: ModelFactory, options: Any) -> None:
         if options is None or options.max_new_tokens == 0:
