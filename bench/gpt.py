@@ -10,7 +10,8 @@ decay 0.1 on rank >= 2). The Tyr side steps with the optimizer `tyr train` build
 (`pytyr.train.optim.make_optimizers`: `FusedAdamW`, torch's fused kernel with a lean step);
 the plain side twice: with torch's default AdamW (what nanoGPT does on CPU) and with
 `AdamW(fused=True)` (the best a plain user can do). A fourth side is Tyr with torch's own
-`AdamW(fused=True)`: what the lean step adds, measured on its own. All sides see the same
+`AdamW(fused=True)`: what the lean step adds, measured on its own; a fifth is Tyr lowered
+with kernels off: what the C GELU kernel (pytyr/kernels/gelu_cpu.py) adds, on its own. All sides see the same
 sequence of random token batches. Steps ALTERNATE between the sides, the order rotated every
 round, after a warm-up, so drift in machine speed hits all; each step is timed by the wall
 clock and by the thread's CPU time (which other processes on the machine do not inflate).
@@ -58,11 +59,13 @@ def gpt_values(**over: Any) -> dict[str, Any]:
     return v
 
 
-def build_pair(values: dict[str, Any], seed: int = 0) -> tuple[nn.Module, GPT]:
-    """The Tyr module of GPT.lean's `gpt` for `values` and a plain GPT holding its weights."""
+def build_pair(values: dict[str, Any], seed: int = 0, kernels: str | None = None
+               ) -> tuple[nn.Module, GPT]:
+    """The Tyr module of GPT.lean's `gpt` for `values` (lowered in kernel mode `kernels`,
+    default as `tyr train` does) and a plain GPT holding its weights."""
     from pytyr.pipeline import graph_from_lean, module_from_graph
 
-    tyr = module_from_graph(graph_from_lean(GPT_FILE, "gpt", values), seed=seed)
+    tyr = module_from_graph(graph_from_lean(GPT_FILE, "gpt", values), seed=seed, kernels=kernels)
     plain = GPT(GPTConfig.from_tyr(values["c"]))
     load_from_tyr(plain, tyr)
     return tyr, plain
@@ -79,7 +82,7 @@ def batches(values: dict[str, Any], n: int, seed: int) -> list[tuple[torch.Tenso
     return out
 
 
-SIDES = ("tyr", "plain", "plain_fused", "tyr_torch_adamw")
+SIDES = ("tyr", "plain", "plain_fused", "tyr_torch_adamw", "tyr_no_kernels")
 
 
 def _optimizer(module: nn.Module, side: str) -> torch.optim.Optimizer:
@@ -151,7 +154,7 @@ def bench_pair(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0
     tyr, plain = build_pair(values, seed)
     mods: dict[str, nn.Module] = {"tyr": tyr, "plain": plain}
     for side in sides[2:]:
-        t2, p2 = build_pair(values, seed)
+        t2, p2 = build_pair(values, seed, kernels="off" if side == "tyr_no_kernels" else None)
         mods[side] = t2 if side.startswith("tyr") else p2
     opts = {side: _optimizer(m, side) for side, m in mods.items()}
     fwds: dict[str, Any] = dict(mods)
@@ -199,6 +202,7 @@ def bench_pair(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0
     result["fused"] = pair("plain_fused")
     if "tyr_torch_adamw" in mods:
         result["lean_adamw"] = pair("tyr_torch_adamw")
+        result["cpu_kernels"] = pair("tyr_no_kernels")
     result["fraction"] = _fraction(flops, wall, cpu)
     if breakdown_iters > 0:
         result["breakdown"] = _breakdown(fwds, tyr, data[0], breakdown_iters)
@@ -292,6 +296,14 @@ def rows(result: dict[str, Any]) -> list[Row]:
                            ratio=f"{a['pair_ratio_median']:.3f}",
                            note=f"FusedAdamW's lean step: x{a['pair_ratio_median']:.3f} "
                                 f"(cpu time x{a['cpu']['pair_ratio_median']:.3f})"))
+        if "cpu_kernels" in r:
+            k = r["cpu_kernels"]
+            out.append(Row(f"  gpt tyr with kernels off [{mode}]",
+                           f"{k['plain']['median_ms']:.2f}", f"{k['plain']['p90_ms']:.2f}",
+                           ratio=f"{k['pair_ratio_median']:.3f}",
+                           note=f"the C GELU kernel: x{k['pair_ratio_median']:.3f} (cpu time "
+                                f"x{k['cpu']['pair_ratio_median']:.3f}); max |loss diff| "
+                                f"{k['max_loss_diff']:.1e}"))
         fr = r.get("fraction")
         if fr:
             wall, cpu = fr["wall"], fr["cpu"]

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from pytyr.cli import main
+from pytyr.kernels import native
 
 MLP = "examples/mlp/MLP.lean"
 
@@ -95,10 +96,12 @@ def test_graph_explains_the_kernel_choice(capsys):
     assert "kernel layer_norm (inside its contract)" in out and "mode auto, device cuda" in out
     assert main(["graph", "examples/gpt/GPT.lean", "--model", "gpt", "--explain",
                  "--device", "cuda", "--kernels", "off"]) == 0
-    assert "0 of 14 nodes with a kernel use it (mode off" in capsys.readouterr().out
+    assert "0 of 18 nodes with a kernel use it (mode off" in capsys.readouterr().out
     assert main(["graph", "examples/gpt/GPT.lean", "--model", "gpt", "--explain",
                  "--device", "cpu"]) == 0
-    assert "0 of 14 nodes" in capsys.readouterr().out  # kernels are for CUDA only
+    out = capsys.readouterr().out  # Triton kernels are for CUDA only; the C GELU runs on CPU
+    assert "kernels run on CUDA only, not on cpu" in out
+    assert ("4 of 18 nodes" if native.unavailable() is None else "0 of 18 nodes") in out
 
 
 def _leaves(parser):

@@ -13,6 +13,7 @@ from pytyr.errors import KernelError
 from pytyr.exec import build_module
 from pytyr.exec import kernels as routing
 from pytyr.ir.validate import load_graph
+from pytyr.kernels import native
 from pytyr.pipeline import graph_from_lean
 
 pytest.importorskip("triton")
@@ -45,9 +46,11 @@ def test_explain_routes_the_gpt_ops_inside_their_contracts():
     by_op = {}
     for c in choices:
         by_op.setdefault(c.node.op, set()).add(c.kernel)
+    cpu_gelu = None if native.unavailable() else "gelu_cpu"
     assert by_op == {"layer_norm3": {"layer_norm"}, "causal_attention": {"flash_attention"},
-                     "cross_entropy2": {"cross_entropy"}}
-    assert len(choices) == 2 * 2 + 1 + 2 + 1  # 2 norms a block + ln_f, 2 attentions, 1 loss
+                     "cross_entropy2": {"cross_entropy"}, "gelu": {cpu_gelu}}
+    assert len(choices) == 2 * 2 + 1 + 2 + 1 + 2  # 2 norms a block + ln_f, 2 attentions,
+    # 1 loss, 2 GELUs
     line = next(c.line() for c in choices if c.node.op == "causal_attention")
     assert "GPT.lean:" in line and "kernel flash_attention" in line and "dropout" in line
 
@@ -58,17 +61,26 @@ def test_explain_names_the_contract_a_node_is_outside_of():
     assert attn and all(c.kernel is None for c in attn)
     assert "outside the flash_attention contract: d=24 is outside one of 16, 32, 64, 128" in \
         attn[0].line()
-    assert all(c.kernel for c in choices if c.node.op != "causal_attention")
+    assert all(c.kernel for c in choices if c.node.op not in ("causal_attention", "gelu"))
 
 
-@pytest.mark.parametrize("mode,device,reason", [
-    ("off", "cuda", "kernels off"), ("auto", "cpu", "kernels run on CUDA only, not on cpu")])
-def test_explain_says_why_nothing_is_routed(mode, device, reason):
-    choices = routing.explain(_gpt(), mode=mode, device=device)
-    assert choices and all(c.kernel is None and reason in c.reason for c in choices)
-    text = routing.explain_text(_gpt(), mode=mode, device=device)
-    assert text.endswith(f"0 of {len(choices)} nodes with a kernel use it (mode {mode}, "
-                         f"device {device})")
+def test_explain_says_why_nothing_is_routed_when_kernels_are_off():
+    choices = routing.explain(_gpt(), mode="off", device="cuda")
+    assert choices and all(c.kernel is None and "kernels off" in c.reason for c in choices)
+    text = routing.explain_text(_gpt(), mode="off", device="cuda")
+    assert text.endswith(f"0 of {len(choices)} nodes with a kernel use it (mode off, "
+                         f"device cuda)")
+
+
+def test_on_a_cpu_machine_only_the_c_kernel_is_routed():
+    choices = routing.explain(_gpt(), mode="auto", device="cpu")
+    triton = [c for c in choices if not routing.ROUTES[c.node.op].cpu]
+    assert triton and all(c.kernel is None and "kernels run on CUDA only, not on cpu" in c.reason
+                          for c in triton)
+    gelus = [c for c in choices if c.node.op == "gelu"]
+    assert len(gelus) == 2
+    assert all(c.kernel == ("gelu_cpu" if native.unavailable() is None else None)
+               for c in gelus)
 
 
 def test_the_environment_turns_kernels_off(monkeypatch):
@@ -102,8 +114,11 @@ def test_routed_gpt_matches_the_torch_path():
 
 
 def test_a_routed_graph_on_cpu_trains_bit_for_bit_like_the_unrouted_one(monkeypatch):
-    # lowered as on a CUDA machine (nodes routed), run on CPU tensors: every dispatch takes
-    # its torch branch, which must be the op's own lowering exactly
+    # lowered as on a CUDA machine (nodes routed), run on CPU tensors: every Triton dispatch
+    # takes its torch branch, which must be the op's own lowering exactly (the C kernel,
+    # which does run on CPU, is left out: tests/test_gelu_cpu.py holds it to torch)
+    monkeypatch.setattr(routing, "ROUTES",
+                        {op: r for op, r in routing.ROUTES.items() if not r.cpu})
     graph = _gpt()
     off = build_module(graph, seed=3, kernels="off")
     monkeypatch.setattr(routing, "_default_device", lambda: "cuda")

@@ -1,14 +1,17 @@
-"""Which graph nodes run on a Triton kernel: the executor's side of `pytyr.kernels`.
+"""Which graph nodes run on a kernel: the executor's side of `pytyr.kernels`.
 
 A node whose op has a kernel (`ROUTES`) and whose shapes and dtype lie inside that kernel's
 contract is lowered to a call of a dispatch function below instead of the op's own lowering
-in `ops.py`. The dispatch checks at each call what the graph cannot know, the device: on
-CUDA it runs the kernel; anywhere else it runs the same torch calls as the op's lowering, so
-a CPU run computes bit for bit what it did without kernels. Other nodes are untouched.
+in `ops.py`. The dispatch checks at each call what the graph cannot know, the device: a
+Triton kernel runs on CUDA; anywhere else the dispatch runs the same torch calls as the op's
+lowering, so a CPU run computes bit for bit what it did without Triton kernels. The one C
+kernel (exact GELU, `pytyr/kernels/gelu_cpu.py`) is the other way round: it runs on CPU
+tensors (values within a few 1e-7 of torch's) and leaves CUDA tensors to torch. Other nodes
+are untouched.
 
 Mode (`build_module(graph, kernels=...)`, else the environment variable `TYR_KERNELS`):
-  auto       kernels on CUDA inside their contracts (the default; on a machine without CUDA
-             nothing is routed and Triton is not even imported)
+  auto       Triton kernels on CUDA inside their contracts, the C kernel on CPU (the
+             default; on a machine without CUDA Triton is not even imported)
   off        never: every node keeps its torch lowering
   interpret  also on CPU tensors, through Triton's interpreter (`TRITON_INTERPRET=1`, set
              before the first kernel is imported): how the tests run the routed graph on CPU
@@ -91,6 +94,12 @@ def causal_attention(q, k, v, p: float, training: bool, anywhere: bool):
     return F.scaled_dot_product_attention(q, k, v, dropout_p=drop, is_causal=True)
 
 
+def gelu(x, anywhere: bool):
+    # x: [*s] -> [*s]; a C kernel on CPU (pytyr/kernels/gelu_cpu.py), torch's op elsewhere
+    from pytyr.kernels.gelu_cpu import gelu as kernel
+    return kernel(x)
+
+
 def cross_entropy(logits, target, anywhere: bool):
     # logits: [n, v] (or [b, t, v]), target: i64[n] (or [b, t]) -> [] mean over positions
     if logits.dim() == 3:
@@ -136,6 +145,7 @@ class Route:
     dims: Callable[[list[TensorType]], dict[str, int]]
     emit: Callable[[Lower, list[fx.Node], dict, bool], fx.Node]
     condition: str = ""  # a run-time condition explain mentions
+    cpu: bool = False  # a C kernel for the CPU (pytyr/kernels/native.py), not a Triton one
 
 
 _LN = Route("layer_norm", _rows_n, _emit(layer_norm, ("eps",)))
@@ -147,6 +157,9 @@ ROUTES: dict[str, Route] = {
     "causal_attention": Route("flash_attention", _bhtd, _emit(causal_attention, ("p",), True),
                               "while dropout is inactive"),
     "cross_entropy": _CE, "cross_entropy2": _CE,
+    "gelu": Route("gelu_cpu", _rows_n, _emit(gelu, ()),
+                  "on float32 CPU tensors with one torch thread or under 32,768 elements",
+                  cpu=True),
 }
 
 
@@ -175,6 +188,19 @@ def _refusal(route: Route, node: Node, types: list[TensorType]) -> str | None:
     return contracts()[route.contract].refusal(route.dims(types), dtype)
 
 
+def _cpu_choice(route: Route, node: Node, types: list[TensorType]) -> Choice:
+    """A C kernel's choice: made at each call by the tensor's device, dtype and torch's
+    threads (`route.condition`), so the graph only asks whether the kernel exists here."""
+    from pytyr.kernels.native import unavailable
+
+    if types[0].dtype != "f32":
+        return Choice(node, None, f"dtype {types[0].dtype} has no kernel")
+    missing = unavailable()
+    if missing:
+        return Choice(node, None, missing)
+    return Choice(node, route.contract, route.condition)
+
+
 def choose(node: Node, types: list[TensorType], mode: str, device: str) -> Choice | None:
     """The choice for `node` in `mode` for a module run on `device` ("cuda" or "cpu"), or
     None if its op has no kernel."""
@@ -183,6 +209,8 @@ def choose(node: Node, types: list[TensorType], mode: str, device: str) -> Choic
         return None
     if mode == "off":
         return Choice(node, None, f"kernels off ({ENV}=off or kernels='off')")
+    if route.cpu:
+        return _cpu_choice(route, node, types)
     if mode == "auto" and device != "cuda":  # (interpret: any device)
         return Choice(node, None, f"kernels run on CUDA only, not on {device}")
     from pytyr.kernels import unavailable
