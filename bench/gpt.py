@@ -11,7 +11,8 @@ decay 0.1 on rank >= 2). The Tyr side steps with the optimizer `tyr train` build
 the plain side twice: with torch's default AdamW (what nanoGPT does on CPU) and with
 `AdamW(fused=True)` (the best a plain user can do). A fourth side is Tyr with torch's own
 `AdamW(fused=True)`: what the lean step adds, measured on its own; a fifth is Tyr lowered
-with kernels off: what the C GELU kernel (pytyr/kernels/gelu_cpu.py) adds, on its own. All sides see the same
+with kernels off: what the C kernels (GELU, causal attention: pytyr/kernels/*_cpu.py) add,
+on their own. All sides see the same
 sequence of random token batches. Steps ALTERNATE between the sides, the order rotated every
 round, after a warm-up, so drift in machine speed hits all; each step is timed by the wall
 clock and by the thread's CPU time (which other processes on the machine do not inflate).
@@ -301,7 +302,7 @@ def rows(result: dict[str, Any]) -> list[Row]:
             out.append(Row(f"  gpt tyr with kernels off [{mode}]",
                            f"{k['plain']['median_ms']:.2f}", f"{k['plain']['p90_ms']:.2f}",
                            ratio=f"{k['pair_ratio_median']:.3f}",
-                           note=f"the C GELU kernel: x{k['pair_ratio_median']:.3f} (cpu time "
+                           note=f"the C kernels: x{k['pair_ratio_median']:.3f} (cpu time "
                                 f"x{k['cpu']['pair_ratio_median']:.3f}); max |loss diff| "
                                 f"{k['max_loss_diff']:.1e}"))
         fr = r.get("fraction")

@@ -99,9 +99,10 @@ def test_graph_explains_the_kernel_choice(capsys):
     assert "0 of 18 nodes with a kernel use it (mode off" in capsys.readouterr().out
     assert main(["graph", "examples/gpt/GPT.lean", "--model", "gpt", "--explain",
                  "--device", "cpu"]) == 0
-    out = capsys.readouterr().out  # Triton kernels are for CUDA only; the C GELU runs on CPU
+    out = capsys.readouterr().out  # Triton kernels are for CUDA only; the C ones run on CPU
     assert "kernels run on CUDA only, not on cpu" in out
-    assert ("4 of 18 nodes" if native.unavailable() is None else "0 of 18 nodes") in out
+    # 4 layers: a GELU and an attention each
+    assert ("8 of 18 nodes" if native.unavailable() is None else "0 of 18 nodes") in out
 
 
 def _leaves(parser):

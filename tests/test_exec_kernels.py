@@ -72,11 +72,14 @@ def test_explain_says_why_nothing_is_routed_when_kernels_are_off():
                          f"device cuda)")
 
 
-def test_on_a_cpu_machine_only_the_c_kernel_is_routed():
+def test_on_a_cpu_machine_only_the_c_kernels_are_routed():
     choices = routing.explain(_gpt(), mode="auto", device="cpu")
-    triton = [c for c in choices if not routing.ROUTES[c.node.op].cpu]
-    assert triton and all(c.kernel is None and "kernels run on CUDA only, not on cpu" in c.reason
-                          for c in triton)
+    by_op = {c.node.op: c for c in choices}
+    for op in ("layer_norm3", "cross_entropy2"):  # Triton only
+        assert "kernels run on CUDA only, not on cpu" in by_op[op].reason
+    assert by_op["causal_attention"].kernel is None  # t = 8: the C kernel wants multiples of 16
+    assert "outside the attention_cpu contract: t=8 is not a multiple of 16 in 16..256" in \
+        by_op["causal_attention"].line()
     gelus = [c for c in choices if c.node.op == "gelu"]
     assert len(gelus) == 2
     assert all(c.kernel == ("gelu_cpu" if native.unavailable() is None else None)
@@ -115,10 +118,9 @@ def test_routed_gpt_matches_the_torch_path():
 
 def test_a_routed_graph_on_cpu_trains_bit_for_bit_like_the_unrouted_one(monkeypatch):
     # lowered as on a CUDA machine (nodes routed), run on CPU tensors: every Triton dispatch
-    # takes its torch branch, which must be the op's own lowering exactly (the C kernel,
-    # which does run on CPU, is left out: tests/test_gelu_cpu.py holds it to torch)
-    monkeypatch.setattr(routing, "ROUTES",
-                        {op: r for op, r in routing.ROUTES.items() if not r.cpu})
+    # takes its torch branch, which must be the op's own lowering exactly (the C kernels,
+    # which do run on CPU, are left out: tests/test_*_cpu.py hold them to torch)
+    monkeypatch.setattr(routing, "CPU_ROUTES", {})
     graph = _gpt()
     off = build_module(graph, seed=3, kernels="off")
     monkeypatch.setattr(routing, "_default_device", lambda: "cuda")

@@ -138,8 +138,8 @@ def test_a_failing_compiler_is_named_with_its_first_line(fresh_native, monkeypat
     cc.write_text("#!/bin/sh\necho 'gelu.c:1: error: no AVX here' >&2\nexit 1\n")
     cc.chmod(0o755)
     monkeypatch.setenv("CC", str(cc))
-    assert native.unavailable() == (f"the C compiler {str(cc)!r} failed on gelu.c: "
-                                    f"gelu.c:1: error: no AVX here")
+    assert native.unavailable() == (f"the C compiler {str(cc)!r} failed on gelu.c, "
+                                    f"attention.c: gelu.c:1: error: no AVX here")
     assert not list(fresh_native.glob("*"))  # nothing half-written is left
 
 
@@ -173,9 +173,9 @@ def test_one_build_is_kept_and_a_damaged_one_is_rebuilt(fresh_native):
 @needs_kernel
 def test_a_changed_source_gets_its_own_build(fresh_native, monkeypatch, tmp_path):
     before = native.library_path()
-    copy = tmp_path / "gelu.c"
-    copy.write_text(native.SOURCE.read_text() + "\n/* changed */\n")
-    monkeypatch.setattr(native, "SOURCE", copy)
+    copy = tmp_path / "vec.h"
+    copy.write_text(native.HEADERS[0].read_text() + "\n/* changed */\n")
+    monkeypatch.setattr(native, "HEADERS", (copy,))
     assert native.library_path() != before
 
 
@@ -214,6 +214,9 @@ def test_a_module_built_without_the_kernel_says_why(fresh_native, monkeypatch):
 
 
 def test_the_source_is_in_the_package():
-    assert native.SOURCE.is_file() and native.SOURCE.parent == Path(native.__file__).parent / "csrc"
-    assert "tyr_gelu_erf_f32" in native.SOURCE.read_text() and "tyr_gelu_erf_f32" in native.CDEF
+    for f in (*native.SOURCES, *native.HEADERS):
+        assert f.is_file() and f.parent == Path(native.__file__).parent / "csrc"
+    text = "".join(f.read_text() for f in native.SOURCES)
+    for fn in ("tyr_gelu_erf_f32", "tyr_attention_causal_fwd_f32", "tyr_attention_causal_bwd_f32"):
+        assert fn in text and fn in native.CDEF
     assert os.path.basename(native.library_path()).startswith("tyr-native-")

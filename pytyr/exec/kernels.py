@@ -4,10 +4,10 @@ A node whose op has a kernel (`ROUTES`) and whose shapes and dtype lie inside th
 contract is lowered to a call of a dispatch function below instead of the op's own lowering
 in `ops.py`. The dispatch checks at each call what the graph cannot know, the device: a
 Triton kernel runs on CUDA; anywhere else the dispatch runs the same torch calls as the op's
-lowering, so a CPU run computes bit for bit what it did without Triton kernels. The one C
-kernel (exact GELU, `pytyr/kernels/gelu_cpu.py`) is the other way round: it runs on CPU
-tensors (values within a few 1e-7 of torch's) and leaves CUDA tensors to torch. Other nodes
-are untouched.
+lowering, so a CPU run computes bit for bit what it did without Triton kernels. The C
+kernels (`CPU_ROUTES`: exact GELU, causal attention; `pytyr/kernels/*_cpu.py`) are the
+other way round: they run on CPU tensors (values within float rounding of torch's) and leave
+CUDA tensors to torch. Other nodes are untouched.
 
 Mode (`build_module(graph, kernels=...)`, else the environment variable `TYR_KERNELS`):
   auto       Triton kernels on CUDA inside their contracts, the C kernel on CPU (the
@@ -100,6 +100,15 @@ def gelu(x, anywhere: bool):
     return kernel(x)
 
 
+def causal_attention_cpu(q, k, v, p: float, training: bool, anywhere: bool):
+    # q, k, v: [b, h, t, d] -> [b, h, t, d]; the C kernel has no dropout: only when inactive
+    drop = p * training
+    if drop == 0.0:
+        from pytyr.kernels.attention_cpu import attention as kernel
+        return kernel(q, k, v)
+    return F.scaled_dot_product_attention(q, k, v, dropout_p=drop, is_causal=True)
+
+
 def cross_entropy(logits, target, anywhere: bool):
     # logits: [n, v] (or [b, t, v]), target: i64[n] (or [b, t]) -> [] mean over positions
     if logits.dim() == 3:
@@ -145,7 +154,7 @@ class Route:
     dims: Callable[[list[TensorType]], dict[str, int]]
     emit: Callable[[Lower, list[fx.Node], dict, bool], fx.Node]
     condition: str = ""  # a run-time condition explain mentions
-    cpu: bool = False  # a C kernel for the CPU (pytyr/kernels/native.py), not a Triton one
+    refusal: Callable[[list[TensorType]], str | None] | None = None  # a C kernel's shape rule
 
 
 _LN = Route("layer_norm", _rows_n, _emit(layer_norm, ("eps",)))
@@ -157,9 +166,22 @@ ROUTES: dict[str, Route] = {
     "causal_attention": Route("flash_attention", _bhtd, _emit(causal_attention, ("p",), True),
                               "while dropout is inactive"),
     "cross_entropy": _CE, "cross_entropy2": _CE,
-    "gelu": Route("gelu_cpu", _rows_n, _emit(gelu, ()),
-                  "on float32 CPU tensors with one torch thread or under 32,768 elements",
-                  cpu=True),
+}
+
+
+def _attention_refusal(ts: list[TensorType]) -> str | None:
+    from pytyr.kernels.attention_cpu import static_refusal
+    _, _, t, d = ts[0].shape
+    return static_refusal(t, d)
+
+
+_ONE_THREAD = "on float32 CPU tensors with one torch thread or a small problem"
+# C kernels for the CPU (pytyr/kernels/native.py): used where no Triton route is taken
+CPU_ROUTES: dict[str, Route] = {
+    "gelu": Route("gelu_cpu", _rows_n, _emit(gelu, ()), _ONE_THREAD),
+    "causal_attention": Route("attention_cpu", _bhtd,
+                              _emit(causal_attention_cpu, ("p",), True),
+                              _ONE_THREAD + ", while dropout is inactive", _attention_refusal),
 }
 
 
@@ -170,6 +192,7 @@ class Choice:
     node: Node
     kernel: str | None
     reason: str
+    route: Route | None = None  # how the node is lowered when `kernel` is set
 
     def line(self) -> str:
         where = f" at {self.node.loc}" if self.node.loc else ""
@@ -189,30 +212,38 @@ def _refusal(route: Route, node: Node, types: list[TensorType]) -> str | None:
 
 
 def _cpu_choice(route: Route, node: Node, types: list[TensorType]) -> Choice:
-    """A C kernel's choice: made at each call by the tensor's device, dtype and torch's
-    threads (`route.condition`), so the graph only asks whether the kernel exists here."""
+    """A C kernel's choice: the graph settles dtype and shapes; the device and torch's threads
+    (`route.condition`) are checked at each call."""
     from pytyr.kernels.native import unavailable
 
     if types[0].dtype != "f32":
         return Choice(node, None, f"dtype {types[0].dtype} has no kernel")
+    refused = route.refusal(types) if route.refusal else None
+    if refused:
+        return Choice(node, None, f"outside the {route.contract} contract: {refused}")
     missing = unavailable()
     if missing:
         return Choice(node, None, missing)
-    return Choice(node, route.contract, route.condition)
+    return Choice(node, route.contract, route.condition, route)
 
 
 def choose(node: Node, types: list[TensorType], mode: str, device: str) -> Choice | None:
     """The choice for `node` in `mode` for a module run on `device` ("cuda" or "cpu"), or
-    None if its op has no kernel."""
-    route = ROUTES.get(node.op)
-    if route is None:
+    None if its op has no kernel. A Triton route is taken on CUDA (or interpreted); a C
+    route elsewhere."""
+    route, cpu = ROUTES.get(node.op), CPU_ROUTES.get(node.op)
+    if route is None and cpu is None:
         return None
     if mode == "off":
         return Choice(node, None, f"kernels off ({ENV}=off or kernels='off')")
-    if route.cpu:
-        return _cpu_choice(route, node, types)
-    if mode == "auto" and device != "cuda":  # (interpret: any device)
-        return Choice(node, None, f"kernels run on CUDA only, not on {device}")
+    if route is not None and (mode == "interpret" or device == "cuda"):
+        return _triton_choice(route, node, types)
+    if cpu is not None:
+        return _cpu_choice(cpu, node, types)
+    return Choice(node, None, f"kernels run on CUDA only, not on {device}")
+
+
+def _triton_choice(route: Route, node: Node, types: list[TensorType]) -> Choice:
     from pytyr.kernels import unavailable
 
     missing = unavailable()
@@ -222,7 +253,7 @@ def choose(node: Node, types: list[TensorType], mode: str, device: str) -> Choic
     if reason:
         return Choice(node, None, f"outside the {route.contract} contract: {reason}")
     cond = f", {route.condition}" if route.condition else ""
-    return Choice(node, route.contract, f"inside its contract{cond}")
+    return Choice(node, route.contract, f"inside its contract{cond}", route)
 
 
 class KernelRouter:
@@ -251,7 +282,8 @@ class KernelRouter:
         log.debug("%s", choice.line())
         if choice.kernel is None:
             return None
-        emit, anywhere = ROUTES[node.op].emit, self.mode == "interpret"
+        assert choice.route is not None
+        emit, anywhere = choice.route.emit, self.mode == "interpret"
         return lambda cx, args, attrs, types, out: emit(cx, args, attrs, anywhere)
 
     def log_summary(self, model: str) -> None:

@@ -23,8 +23,19 @@ from typing import Any
 
 from pytyr.errors import KernelError
 
-SOURCE = Path(__file__).parent / "csrc" / "gelu.c"
-CDEF = "void tyr_gelu_erf_f32(const float *x, float *y, float *dy, size_t n);"
+CSRC = Path(__file__).parent / "csrc"
+SOURCES = (CSRC / "gelu.c", CSRC / "attention.c")  # one library; vec.h is included by both
+HEADERS = (CSRC / "vec.h",)
+CDEF = """
+void tyr_gelu_erf_f32(const float *x, float *y, float *dy, size_t n);
+int tyr_attention_causal_fwd_f32(int nb, int nh, int t, int d, float scale,
+    const float *q, const long *sq, const float *k, const long *sk,
+    const float *v, const long *sv, float *y, const long *sy, float *stats);
+int tyr_attention_causal_bwd_f32(int nb, int nh, int t, int d, float scale,
+    const float *q, const long *sq, const float *k, const long *sk,
+    const float *v, const long *sv, const float *stats, const float *dy, const long *sdy,
+    float *dq, const long *sdq, float *dk, const long *sdk, float *dv, const long *sdv);
+"""
 FLAGS = ("-O3", "-mavx2", "-mfma", "-std=c11", "-shared", "-fPIC")
 BUILD_TIMEOUT_S = 120
 
@@ -48,8 +59,8 @@ def _compiler() -> list[str]:
 
 def library_path() -> Path:
     """The path the library for this source, flags and compiler is built to."""
-    key = hashlib.sha256("\0".join([SOURCE.read_text(encoding="utf-8"), *FLAGS,
-                                     *_compiler()]).encode()).hexdigest()[:16]
+    texts = [f.read_text(encoding="utf-8") for f in (*SOURCES, *HEADERS)]
+    key = hashlib.sha256("\0".join([*texts, *FLAGS, *_compiler()]).encode()).hexdigest()[:16]
     return cache_dir() / f"tyr-native-{key}.so"
 
 
@@ -75,22 +86,26 @@ def _build(target: Path) -> str | None:
     except OSError as e:
         return f"cannot write the kernel cache {target.parent}: {e.strerror or e}"
     try:
-        done = subprocess.run([*cc, *FLAGS, "-o", tmp, str(SOURCE)], capture_output=True,
+        done = subprocess.run([*cc, *FLAGS, "-o", tmp, *map(str, SOURCES)], capture_output=True,
                               text=True, timeout=BUILD_TIMEOUT_S)
         if done.returncode != 0:
             first = next((ln for ln in done.stderr.splitlines() if ln.strip()), "no message")
-            return f"the C compiler {cc[0]!r} failed on {SOURCE.name}: {first[:200]}"
+            return f"the C compiler {cc[0]!r} failed on {_names()}: {first[:200]}"
         os.replace(tmp, target)
         return None
     except FileNotFoundError:
         return f"no C compiler: {cc[0]!r} is not on PATH (set $CC)"
     except subprocess.TimeoutExpired:
-        return f"the C compiler {cc[0]!r} ran past {BUILD_TIMEOUT_S} s on {SOURCE.name}"
+        return f"the C compiler {cc[0]!r} ran past {BUILD_TIMEOUT_S} s on {_names()}"
     except OSError as e:
         return f"the C compiler {cc[0]!r} could not run: {e.strerror or e}"
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _names() -> str:
+    return ", ".join(f.name for f in SOURCES)
 
 
 def _open(path: Path) -> tuple[Any, Any]:
