@@ -2,8 +2,9 @@
 the same bidirectional transformer and loss in plain PyTorch (`bench/diffusion_plain.py`).
 
 Config: the model of `examples/diffusion/config.json` (the CPU recipe). The plain model loads
-the Tyr module's state dict as it is (the same keys), so both do the same arithmetic: losses
-are compared step by step and the parameters at the end. A training step is forward +
+the Tyr module's state dict as it is (the same keys), so both do the same arithmetic (save
+Tyr's C GELU kernel on CPU, within float rounding of torch's): losses are compared step by
+step and the parameters at the end. A training step is forward +
 `zero_grad` + backward + AdamW step (lr 1e-3, betas (0.9, 0.99), weight decay 0.1 on rank >= 2
 via `pytyr.train.optim.param_groups`) on MDLM batches (`pytyr.train.mdlm.diffusion_batch` of
 random characters), the same batches on both sides. Steps ALTERNATE between the sides, the
