@@ -101,6 +101,8 @@ class _CausalAttention(torch.autograd.Function):
         return dq, dk, dv
 
 
+# torch.compile cannot trace a cffi call: the kernel runs eagerly there, a clean graph break
+@torch.compiler.disable
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Causal `softmax(q kᵀ / √d) v` over [b, h, t, d], by the kernel where `runs_here`."""
     if runs_here(q, k, v):

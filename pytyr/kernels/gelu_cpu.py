@@ -56,6 +56,8 @@ class _ExactGelu(torch.autograd.Function):
         return grad * dy
 
 
+# torch.compile cannot trace a cffi call: the kernel runs eagerly there, a clean graph break
+@torch.compiler.disable
 def gelu(x: torch.Tensor) -> torch.Tensor:
     """`F.gelu(x)` (exact form), by the kernel where `runs_here(x)`."""
     return _ExactGelu.apply(x) if runs_here(x) else F.gelu(x)
