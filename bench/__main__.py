@@ -23,12 +23,12 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from bench import (ROOT, Row, checker, data, diffusion, executor, flux, gpt,  # noqa: E402
-                   kernels, load_average, nanochat, safetensors_load)
+from bench import (ROOT, Row, checker, cpu_kernels, data, diffusion, executor,  # noqa: E402
+                   flux, gpt, kernels, load_average, nanochat, safetensors_load)
 
-BENCHMARKS = {"checker": checker, "data": data, "diffusion": diffusion, "executor": executor,
-              "flux": flux, "gpt": gpt, "kernels": kernels, "nanochat": nanochat,
-              "safetensors": safetensors_load}
+BENCHMARKS = {"checker": checker, "cpu_kernels": cpu_kernels, "data": data,
+              "diffusion": diffusion, "executor": executor, "flux": flux, "gpt": gpt,
+              "kernels": kernels, "nanochat": nanochat, "safetensors": safetensors_load}
 # benchmarks whose run() also times the torch.compile path when asked (--compile)
 COMPILABLE = {"gpt"}
 COLUMNS = ("benchmark", "median ms", "p90 ms", "ratio", "goal", "verdict", "load", "")

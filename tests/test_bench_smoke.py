@@ -164,3 +164,22 @@ def test_kernel_rows_judge_each_kernel_and_the_gpt_step():
     _rows_ok(rows, goals=3)
     assert [row.verdict for row in rows if row.verdict] == ["ok", "ok", "ok"]
     assert kernels.rows({"skipped": "no CUDA"})[0].note == "skipped: no CUDA"
+
+
+def test_cpu_kernel_rows_judge_each_kernel_against_torch():
+    from bench import cpu_kernels
+    from pytyr.kernels import native
+
+    r = cpu_kernels.run(quick=True, iters=2, warmup=1)
+    if native.unavailable() is not None:
+        assert r["skipped"] == native.unavailable()
+        assert "skipped" in cpu_kernels.rows(r)[0].note
+        return
+    assert [c["case"] for c in r["cases"]] == ["gelu [12, 64, 512]",
+                                               "causal attention b 12 h 4 t 64 d 32"]
+    for c in r["cases"]:
+        _stats_ok(c["kernel"], 2)
+        _stats_ok(c["torch"], 2)
+        assert _positive(c["pair_ratio_median"]) and c["max_abs_diff"] < 1e-4
+    _rows_ok(cpu_kernels.rows(r), goals=2)
+    json.dumps(r)
