@@ -18,3 +18,12 @@ def signatures():
     """Op signatures read from Tyr/*.lean."""
     from pytyr.lean import LeanSignatures
     return LeanSignatures()
+
+
+@pytest.fixture
+def one_thread():
+    """torch on one thread for the test (the CPU kernels' contract), restored after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

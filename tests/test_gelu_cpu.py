@@ -23,14 +23,6 @@ needs_kernel = pytest.mark.skipif(native.unavailable() is not None,
 
 
 @pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture
 def fresh_native(monkeypatch, tmp_path):
     """A process that has not built or loaded the kernels yet, with its own cache."""
     monkeypatch.setenv("TYR_CACHE_DIR", str(tmp_path / "cache"))
