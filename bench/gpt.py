@@ -272,6 +272,15 @@ def run(*, quick: bool = False, steps: int | None = None, warmup: int | None = N
     return result
 
 
+def _ablation(what: str, rec: dict[str, Any], part: str, extra: str = "") -> Row:
+    """A row for Tyr without one of its parts (`rec`'s plain side): that side's times and
+    what the part is worth, x(without / with)."""
+    return Row(what, f"{rec['plain']['median_ms']:.2f}", f"{rec['plain']['p90_ms']:.2f}",
+               ratio=f"{rec['pair_ratio_median']:.3f}",
+               note=f"{part}: x{rec['pair_ratio_median']:.3f} "
+                    f"(cpu time x{rec['cpu']['pair_ratio_median']:.3f}){extra}")
+
+
 def rows(result: dict[str, Any]) -> list[Row]:
     """The lines of the printed table: ratios are medians of the per-round ratios."""
     out = []
@@ -292,19 +301,12 @@ def rows(result: dict[str, Any]) -> list[Row]:
                        note=f"plain/tyr; cpu time {f['cpu']['pair_ratio_median']:.3f}"))
         if "lean_adamw" in r:
             a = r["lean_adamw"]
-            out.append(Row(f"  gpt tyr with torch's fused AdamW [{mode}]",
-                           f"{a['plain']['median_ms']:.2f}", f"{a['plain']['p90_ms']:.2f}",
-                           ratio=f"{a['pair_ratio_median']:.3f}",
-                           note=f"FusedAdamW's lean step: x{a['pair_ratio_median']:.3f} "
-                                f"(cpu time x{a['cpu']['pair_ratio_median']:.3f})"))
+            out.append(_ablation(f"  gpt tyr with torch's fused AdamW [{mode}]", a,
+                                 "FusedAdamW's lean step"))
         if "cpu_kernels" in r:
             k = r["cpu_kernels"]
-            out.append(Row(f"  gpt tyr with kernels off [{mode}]",
-                           f"{k['plain']['median_ms']:.2f}", f"{k['plain']['p90_ms']:.2f}",
-                           ratio=f"{k['pair_ratio_median']:.3f}",
-                           note=f"the C kernels: x{k['pair_ratio_median']:.3f} (cpu time "
-                                f"x{k['cpu']['pair_ratio_median']:.3f}); max |loss diff| "
-                                f"{k['max_loss_diff']:.1e}"))
+            out.append(_ablation(f"  gpt tyr with kernels off [{mode}]", k, "the C kernels",
+                                 f"; max |loss diff| {k['max_loss_diff']:.1e}"))
         fr = r.get("fraction")
         if fr:
             wall, cpu = fr["wall"], fr["cpu"]
