@@ -73,6 +73,10 @@ class TrainConfig:
         "float32", doc="autocast dtype of the forward pass")
     kernels: Literal["auto", "off"] = setting(
         "auto", doc="Triton kernels on CUDA inside their contracts (docs/kernels.md)")
+    threads: int | Literal["auto"] = setting(
+        "auto", gt=0, le=1024, doc="torch threads on a CPU; auto: the faster of 1 and every "
+        "usable core, timed on the run's own step at the start (unless OMP_NUM_THREADS is "
+        "set), then kept for the run and its resumes")
 
     def check(self, where: str) -> None:
         if self.min_lr > self.lr:
