@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from .config import merge, parse_set, read_json
-from .errors import ConfigError, LeanError, TyrError
+from .errors import ConfigError, Interrupted, LeanError, TyrError
 from .paths import input_file
 
 
@@ -87,6 +87,12 @@ def _add_config(p: argparse.ArgumentParser) -> None:
                    help="override a config value, e.g. train.lr=3e-4 or model.c.n_layer=2")
 
 
+def _add_checkpoint(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--checkpoint", choices=["best", "last"], default="best",
+                   help="a run's weights: best (the lowest validation loss; the default, where "
+                        "the run has one) or last (the last step's)")
+
+
 # -- commands -------------------------------------------------------------------------------
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -152,7 +158,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .train.run import forward, read_run, run_weights
+    from .train.run import checkpoint_dir, forward, read_run, run_weights
 
     source = _source(args)
     weights, weights_from = None, ""
@@ -161,7 +167,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         cfg = read_json(Path(args.config), "config") if args.config else {}
         cfg, where = merge(cfg, parse_set(args.set or [])), args.config or "the command line"
         values = merge(run["values"], cfg.get("model", {}))
-        weights, weights_from = run_weights(Path(args.run)), f"{args.run}/ckpt"
+        weights = run_weights(Path(args.run), args.checkpoint)
+        weights_from = str(checkpoint_dir(Path(args.run), args.checkpoint))
     else:
         cfg, where = _config(args, required=False)
         values = cfg.get("model", {})
@@ -183,14 +190,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
-    from .train.run import read_run, sample
+    from .train.run import describe_checkpoint, read_run, sample
 
     overrides = _sample_overrides(args, ("prompt", "max_new_tokens", "temperature", "top_k",
                                          "seed", "model"))
     run_dir = Path(args.run)
     run = read_run(run_dir)
     source = _source_from_origin(run["origin"], f"{run_dir}/run.json")
-    made = sample(source, run_dir, overrides)
+    print(f"weights: {describe_checkpoint(run_dir, args.checkpoint)}", file=sys.stderr)
+    made = sample(source, run_dir, overrides, args.checkpoint)
     if made.text is not None:
         print(made.text)
     for path in made.files:
@@ -209,17 +217,19 @@ def _sample_overrides(args: argparse.Namespace, keys: tuple[str, ...]) -> dict[s
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from .train.chat import converse, open_chat
-    from .train.run import read_run
+    from .train.chat import converse, newest_chat_run, open_chat
+    from .train.run import describe_checkpoint, read_run
 
-    run_dir = Path(args.run)
+    run_dir = Path(args.run) if args.run else newest_chat_run(Path("runs"))
     run = read_run(run_dir)
     source = _source_from_origin(run["origin"], f"{run_dir}/run.json")
     overrides = _sample_overrides(args, ("max_new_tokens", "temperature", "top_k", "seed"))
-    session = open_chat(source, run_dir, overrides, stop=args.stop)
+    session = open_chat(source, run_dir, overrides, stop=args.stop, checkpoint=args.checkpoint)
     interactive = sys.stdin.isatty()
-    if interactive:
-        print(f"chatting with {run_dir} (the model continues your text; Ctrl-D ends)",
+    if interactive or not args.run:
+        print(f"chatting with {describe_checkpoint(run_dir, args.checkpoint)}"
+              + ("" if args.run else ", the newest language model under runs/")
+              + (" (the model continues your text; Ctrl-D ends)" if interactive else ""),
               file=sys.stderr)
 
     def write(text: str) -> None:
@@ -307,6 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="safetensors file of the model's inputs")
     r.add_argument("--weights", metavar="PATH", help="safetensors file or directory")
     r.add_argument("--run", metavar="DIR", help="a `tyr train` run directory")
+    _add_checkpoint(r)
     r.add_argument("-o", "--output", default="outputs.safetensors", metavar="FILE")
     r.add_argument("--seed", type=int, default=0, help="of fresh weights (without --weights)")
     r.set_defaults(fn=cmd_run)
@@ -325,6 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int)
     s.add_argument("--model", help="the @[model] that gives logits")
     s.add_argument("--set", action="append", metavar="sample.KEY=VALUE")
+    _add_checkpoint(s)
     s.set_defaults(fn=cmd_sample)
 
     ch = _sub(sub, "chat", "talk to a trained language model, a reply per line",
@@ -334,15 +346,16 @@ def build_parser() -> argparse.ArgumentParser:
               "models are pretrained on plain text: they continue your text, not follow it.",
               "  tyr chat --run runs/nanochat\n"
               "  echo 'The president said' | tyr chat --run runs/nanochat --temperature 0")
-    ch.add_argument("--run", default="runs/nanochat", metavar="DIR",
-                    help="output directory of `tyr train` of a language model "
-                         "(default %(default)s)")
+    ch.add_argument("--run", metavar="DIR",
+                    help="output directory of `tyr train` of a language model (default: the "
+                         "newest one under runs/)")
     ch.add_argument("--max-new-tokens", type=int, help="most tokens per reply")
     ch.add_argument("--temperature", type=float)
     ch.add_argument("--top-k", type=int)
     ch.add_argument("--seed", type=int)
     ch.add_argument("--stop", metavar="TEXT", help="end a reply where it writes TEXT")
     ch.add_argument("--set", action="append", metavar="sample.KEY=VALUE")
+    _add_checkpoint(ch)
     ch.set_defaults(fn=cmd_chat)
 
     e = _sub(sub, "export", "export a trained run to another framework's format",
@@ -376,6 +389,9 @@ def main(argv: list[str] | None = None) -> int:
     except LeanError as err:
         print(err, file=sys.stderr)  # already `file:line:col: error: ...` lines
         return 1
+    except Interrupted as err:  # a run that stopped cleanly: the shell's code for the signal
+        print(f"{name}: {err}", file=sys.stderr)
+        return err.exit_code
     except TyrError as err:
         print(f"{name}: {err}", file=sys.stderr)
         return 1

@@ -57,7 +57,7 @@ def test_two_processes_train_like_one_with_the_global_batch(tmp_path, cache, cap
     assert state["step"] == 8 and state["config"]["batch"] == GLOBAL_B
     assert state["extra"]["world"] == 2 and len(state["extra"]["rank_rng"]) == 2
     assert sorted(p.name for p in two.iterdir()) == [
-        "ckpt", "loss.png", "metrics.json", "run.json", "sample.txt"]  # no .tmp/.old leftovers
+        "best", "ckpt", "loss.png", "metrics.json", "run.json", "sample.txt"]  # no .tmp/.old
 
     assert main(_args(one, cache, "--set", "train.max_iters=8")) == 0
     capsys.readouterr()

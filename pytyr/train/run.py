@@ -8,8 +8,12 @@ library (`pytyr.abi.LibraryModels`): both give `graph(model, values)`, `declarat
 config → task and sampler tables → the model's dims filled from the task's roles → graph →
 graph against the task's feeds → data (rank 0 first) → outputs against the data's sizes →
 module → the engine's loop → sample. The run directory then holds `run.json` (what made the
-run: origin, model, values, task, sample), `ckpt/`, `metrics.json`, `loss.png` and, for tasks
-that sample, `sample.txt`; `tyr sample --run DIR` needs nothing else.
+run: origin as an absolute path, so the run works from any directory; model, values, task,
+sample), `ckpt/` (the last step, to resume from), `best/` (the weights of the lowest
+validation loss), `metrics.json`, `loss.png` and, for tasks that sample, `sample.txt`;
+`tyr sample --run DIR` needs nothing else. Commands that use a run's
+weights take `best/` where it exists (`--checkpoint last` for the last step's), and
+`tyr sample` writes into `samples/NNN/`, never over the training's sample.
 """
 from __future__ import annotations
 
@@ -169,7 +173,8 @@ def _train(source: ModelSource, graph: Graph, model: str, config: dict[str, Any]
               + (f"; {accum} micro-batches per step" if accum > 1 else "")
               + (f"; on {device}" if device.type != "cpu" else ""))
         atomic_write_text(out / "run.json", json.dumps(
-            {"origin": source.origin, "model": model, "values": config,
+            {"origin": {k: str(Path(v).resolve()) for k, v in source.origin.items()},
+             "model": model, "values": config,
              "task": task.describe_for_run(), "sample": cfg.sample,
              "train": dataclasses.asdict(cfg.train)}, indent=1))
     engine = Engine(module, task, cfg.train, [i.name for i in graph.inputs], out, accum=accum,
@@ -182,6 +187,11 @@ def _train(source: ModelSource, graph: Graph, model: str, config: dict[str, Any]
     print(f"step {last['step']}: " + ", ".join(f"{k} {v:.4f}" for k, v in last.items()
                                                if k != "step"))
     wrote = [out / "ckpt", out / "loss.png", out / "metrics.json"]
+    if checkpoint_dir(out, "best") != out / "ckpt":
+        wrote.insert(1, out / "best")
+        if task.SampleOptions is not None:
+            print(f"sampling with {describe_checkpoint(out, 'best')}")
+            weights = run_weights(out, "best")
     made = task.sample(make_factory(source, model, config, weights), sampling, out)
     text = _keep_sample(made, out)
     wrote += made.files if made is not None else []
@@ -213,21 +223,62 @@ def read_run(run_dir: Path) -> dict[str, Any]:
     return run
 
 
-def run_weights(run_dir: Path) -> dict[str, Any]:
-    """The trained weights of a run (its checkpoint), read through the validating reader."""
-    from pytyr.safetensors import SafeTensorsFile
-    from pytyr.train.checkpoint import MODEL_FILE, resolve
+CHECKPOINTS = ("best", "last")
 
-    path = resolve(run_dir / "ckpt") / MODEL_FILE
+
+def checkpoint_dir(run_dir: Path, checkpoint: str = "best") -> Path:
+    """The checkpoint of a run that `checkpoint` names: `best` is `best/` (the lowest
+    validation loss) where the run has one and `ckpt/` otherwise; `last` is `ckpt/`."""
+    from pytyr.train.checkpoint import STATE_FILE, resolve
+
+    if checkpoint not in CHECKPOINTS:
+        raise ConfigError(f"--checkpoint must be one of {', '.join(CHECKPOINTS)}, "
+                          f"got {checkpoint!r}")
+    best = resolve(run_dir / "best")
+    if checkpoint == "best" and (best / STATE_FILE).is_file():
+        return best
+    return resolve(run_dir / "ckpt")
+
+
+def describe_checkpoint(run_dir: Path, checkpoint: str = "best") -> str:
+    """`runs/gpt/best (step 1750, val 1.9032)`: which weights a command uses, for its log."""
+    from pytyr.train.checkpoint import read_state
+
+    where = checkpoint_dir(run_dir, checkpoint)
+    state = read_state(where)
+    val = state.get("extra", {}).get("val")
+    return f"{where} (step {state['step']}" + (f", val {val:.4f})" if val is not None else ")")
+
+
+def run_weights(run_dir: Path, checkpoint: str = "best") -> dict[str, Any]:
+    """The trained weights of a run (`checkpoint_dir`), read through the validating reader."""
+    from pytyr.safetensors import SafeTensorsFile
+    from pytyr.train.checkpoint import MODEL_FILE
+
+    path = checkpoint_dir(run_dir, checkpoint) / MODEL_FILE
     input_file(path, "checkpoint")
     with SafeTensorsFile(path) as f:
         return {name: f.tensor(name).clone() for name in f.names()}
 
 
-def sample(source: ModelSource, run_dir: Path, overrides: dict[str, Any]
-           ) -> SampleOutput:
+def sample_dir(run_dir: Path) -> Path:
+    """A new directory `samples/NNN/` of the run for one `tyr sample` (the next number)."""
+    parent = run_dir / "samples"
+    parent.mkdir(exist_ok=True)
+    taken = [int(p.name) for p in parent.iterdir() if p.name.isdigit()]
+    n = max(taken, default=0) + 1
+    while True:
+        try:
+            (parent / f"{n:03d}").mkdir()
+            return parent / f"{n:03d}"
+        except FileExistsError:  # another `tyr sample` took it
+            n += 1
+
+
+def sample(source: ModelSource, run_dir: Path, overrides: dict[str, Any],
+           checkpoint: str = "best") -> SampleOutput:
     """`tyr sample --run DIR`: the run's task and trained weights, its sampling options with
-    `overrides` on top; the sample's text is also saved in the run directory."""
+    `overrides` on top; the sample's text and files are saved in a new `samples/NNN/`."""
     run = read_run(run_dir)
     where = f"{run_dir}/run.json"
     cls = task_class(run["task"], where)
@@ -236,10 +287,11 @@ def sample(source: ModelSource, run_dir: Path, overrides: dict[str, Any]
     options = sample_options(cls, merge(run.get("sample", {}), overrides), "the command line")
     task = cls(task_options(cls, run["task"], where), TaskContext(1, 0))
     task.prepare()
-    factory = make_factory(source, run["model"], run["values"], run_weights(run_dir),
-                           str(run_dir / "ckpt"))
-    made = task.sample(factory, options, run_dir) or SampleOutput()
-    _keep_sample(made, run_dir)
+    factory = make_factory(source, run["model"], run["values"], run_weights(run_dir, checkpoint),
+                           str(checkpoint_dir(run_dir, checkpoint)))
+    out = sample_dir(run_dir)
+    made = task.sample(factory, options, out) or SampleOutput()
+    _keep_sample(made, out)
     return made
 
 
