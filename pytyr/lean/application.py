@@ -15,6 +15,7 @@ from ..errors import Pos
 from . import syntax as S
 from .env import BUILTIN_TYPES, CtorInfo, DefInfo, IndInfo, StructInfo
 from .failure import Fail, short
+from .hints import split_hint
 from .parser import SUBSET
 from .terms import (FLOAT, NAT, PAIR_FIELDS, PROP, SHAPE, App, Call, CtorV, InitV, Opaque, Param,
                     Pi, Prod, Proj,
@@ -227,7 +228,9 @@ class ApplyRules:
             t, ty = self.elab(e, pty, ctx, soft=True)
         if not self.unify(ty, pty):
             raise Fail(e.pos, f"argument '{p.name}' of '{short(fname)}' has type "
-                              f"{self.show(ty)} but is expected to have type {self.show(pty)}")
+                              f"{self.show(ty)} but is expected to have type {self.show(pty)}"
+                              + split_hint(instantiate(ty, self.mctx),
+                                           instantiate(pty, self.mctx)))
         return t
 
     def _literal_fits(self: "TermElab", pty: Term) -> bool:
