@@ -31,7 +31,7 @@ from pytyr.pipeline import ModelDecl, module_from_graph
 from pytyr.train.match import check_graph, fill_config_fields, fill_dims
 from pytyr.train.settings import load_run_config
 from pytyr.train.task import Feed, SampleOutput, TaskContext
-from pytyr.train.tasks import sample_options, task_class, task_options
+from pytyr.train.tasks import sample_options, task_class, task_options, task_record
 
 
 class ModelSource(Protocol):
@@ -175,7 +175,7 @@ def _train(source: ModelSource, graph: Graph, model: str, config: dict[str, Any]
         atomic_write_text(out / "run.json", json.dumps(
             {"origin": {k: str(Path(v).resolve()) for k, v in source.origin.items()},
              "model": model, "values": config,
-             "task": task.describe_for_run(), "sample": cfg.sample,
+             "task": task_record(task, cfg.task), "sample": cfg.sample,
              "train": dataclasses.asdict(cfg.train)}, indent=1))
     engine = Engine(module, task, cfg.train, [i.name for i in graph.inputs], out, accum=accum,
                     row_tokens=sizes.get("seq", 1), title=f"{graph.model} on {task.name}")
