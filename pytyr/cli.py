@@ -8,6 +8,7 @@ Every command that takes a model reads one config (a JSON object with tables `mo
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -398,6 +399,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)
         return 130
+    except Exception as err:  # a bug of tyr's, not the user's: still one line, no traceback
+        if os.environ.get("TYR_DEBUG"):
+            raise
+        text = " ".join(str(err).split())[:300]
+        print(f"{name}: internal error: {type(err).__name__}: {text} (a bug in tyr; "
+              "TYR_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return 70  # EX_SOFTWARE
 
 
 if __name__ == "__main__":

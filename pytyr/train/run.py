@@ -104,6 +104,7 @@ def graph_values(source: ModelSource, model: str, raw: dict[str, Any], where: st
     if not cfg.task:
         return dict(cfg.model)
     cls = task_class(cfg.task, where)
+    sample_options(cls, cfg.sample, where)  # checked as `tyr train` would, though unused here
     micro, _ = cfg.train.accumulation(1, where)
     task = cls(task_options(cls, cfg.task, where), TaskContext(micro, cfg.train.seed))
     return fill_dims(source.declaration(model), cfg.model, task.feeds(), task.sizes(),

@@ -15,7 +15,7 @@ import dataclasses
 import math
 from typing import Any, Literal
 
-from pytyr.config import load_dataclass, setting
+from pytyr.config import INT64, load_dataclass, setting, show
 from pytyr.errors import ConfigError
 
 
@@ -126,8 +126,23 @@ class RunConfig:
 
 def load_run_config(data: dict[str, Any], where: str) -> RunConfig:
     """The run config from a merged JSON object (file and `--set`s), checked (not the task
-    and sample tables, which need the task: see `tasks.make_task`)."""
-    return load_dataclass(RunConfig, data, where)
+    and sample tables, which need the task: see `tasks.make_task`; the model table's values
+    only for what no model accepts: integers beyond 64 bits)."""
+    cfg = load_dataclass(RunConfig, data, where)
+    _check_model_numbers(cfg.model, "model", where)
+    return cfg
+
+
+def _check_model_numbers(value: Any, key: str, where: str) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_model_numbers(v, f"{key}.{k}", where)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_model_numbers(v, f"{key}.{i}", where)
+    elif isinstance(value, int) and not isinstance(value, bool) and \
+            not INT64[0] <= value <= INT64[1]:
+        raise ConfigError(f"{where}: '{key}' is {show(value)}, beyond the 64-bit range")
 
 
 def lr_multiplier(step: int, cfg: TrainConfig) -> float:
