@@ -39,8 +39,10 @@ def task_class(table: dict[str, Any], where: str) -> type[Task]:
 
 
 def task_options(cls: type[Task], table: dict[str, Any], where: str) -> Any:
-    return load_dataclass(cls.Options, {k: v for k, v in table.items() if k != "name"}, where,
-                          prefix="task.")
+    """The task's options from its table; `name` and, in a run's record, `fitted` (what the
+    task computed from its data, `Task.describe_for_run`) are not options."""
+    return load_dataclass(cls.Options, {k: v for k, v in table.items()
+                                        if k not in ("name", "fitted")}, where, prefix="task.")
 
 
 def sample_options(cls: type[Task], table: dict[str, Any], where: str) -> Any:
@@ -54,4 +56,7 @@ def sample_options(cls: type[Task], table: dict[str, Any], where: str) -> Any:
 
 def make_task(table: dict[str, Any], ctx: TaskContext, where: str) -> Task:
     cls = task_class(table, where)
+    if "fitted" in table:
+        raise ConfigError(f"{where}: 'task.fitted' is not an option: `tyr train` records there, "
+                          f"in run.json, what the task computed from its data; remove it")
     return cls(task_options(cls, table, where), ctx)
