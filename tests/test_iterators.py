@@ -257,9 +257,10 @@ def test_too_few_bos_aligned_rows_are_counted_not_tokens():
     with pytest.raises(DataError) as e:
         SequentialBatchIterator(tokens, 3, 4, bos_id=0)
     assert str(e.value) == ("<array 0>: too few BOS-aligned rows for one step of 3 rows of 5 "
-                            "tokens (batch 3 x world 1): the 40 tokens hold 2 documents, which "
-                            "start 2 such rows (a row starts at a BOS at least 4 tokens after "
-                            "the previous one)")
+                            "tokens (batch 3 x world 1): the 40 tokens hold 2 BOS (document "
+                            "starts), of which 2 start a row (a row starts at a BOS at least 4 "
+                            "tokens after the previous row's and needs 5 tokens before its "
+                            "shard's end)")
     assert len(SequentialBatchIterator(tokens, 2, 4, bos_id=0)) == 1
     with pytest.raises(DataError, match="a step's rows come from one shard and the most in one "
                        "is 2"):

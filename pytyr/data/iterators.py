@@ -194,9 +194,11 @@ class SequentialBatchIterator:
                      if sum(counts) >= per_step else "")
             raise DataError(f"{', '.join(names)}: too few BOS-aligned rows for one step of "
                             f"{per_step} rows of {self.seq + 1} tokens (batch {self.batch} x "
-                            f"world {self.world}): the {self.tokens} tokens hold {docs} "
-                            f"documents, which start {sum(counts)} such rows (a row starts at a "
-                            f"BOS at least {self.seq} tokens after the previous one){where}")
+                            f"world {self.world}): the {self.tokens} tokens hold {docs} BOS "
+                            f"(document starts), of which {sum(counts)} start a row (a row "
+                            f"starts at a BOS at least {self.seq} tokens after the previous "
+                            f"row's and needs {self.seq + 1} tokens before its shard's end)"
+                            f"{where}")
         self.steps_per_epoch = self._first_step[-1]
 
     @property
