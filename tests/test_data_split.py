@@ -124,3 +124,7 @@ def test_cli_refuses_a_split_that_would_eat_the_data(tmp_path, capsys):
     meta = json.loads((tmp_path / "out" / "meta.json").read_text())
     assert meta["val_tokens"] == total // 10 and meta["train_tokens"] == total - total // 10
     assert f"{total - total // 10} train, {total // 10} val" in capsys.readouterr().out
+    # a refused split leaves the data set already in the directory as it was, complete
+    before = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
+    assert main([*base, "--val-tokens", str(total)]) == 1
+    assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == before

@@ -108,7 +108,6 @@ def prepare_parquet(paths: Any, tokenizer: Tokenizer, out_dir: str | os.PathLike
     stream = ParquetTextStream(paths, column, rank=rank, world=world)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "meta.json").unlink(missing_ok=True)  # the directory is incomplete until the end
     prefix = name if world == 1 else f"{name}_r{rank}"
     scratch = out / f".{prefix}.tokens.tmp"  # every token, until the split is known
     try:
@@ -116,7 +115,8 @@ def prepare_parquet(paths: Any, tokenizer: Tokenizer, out_dir: str | os.PathLike
         if total == 0:
             raise DataError(f"{', '.join(map(str, stream.files))}: empty dataset: no tokens "
                             f"(every '{column}' value of this rank is empty or null)")
-        n_val = split.tokens(total)
+        n_val = split.tokens(total)  # a refusal leaves a data set already there complete
+        (out / "meta.json").unlink(missing_ok=True)  # the directory is incomplete until the end
         writer = _ShardWriter(out, prefix, shard_tokens, n_val, fmt)
         tokens = np.memmap(scratch, dtype=TOKEN_DTYPE, mode="r", shape=(total,))
         for start in range(0, total, _CHUNK):
