@@ -1,11 +1,14 @@
 """`tyr data prepare`: a parquet text dataset → token shards (+ `meta.json`).
 
 The documents are streamed row group by row group (`ParquetTextStream`), tokenized with a BOS
-before each, and cut into shards of `shard_tokens` tokens: the first `val_tokens` tokens go to
-`{name}_val_000000.bin`, ... and the rest to `{name}_train_000000.bin`, ... (the FineWeb
-layout of modded-nanogpt; documents run on across shard boundaries). Every shard is written
-atomically; `meta.json` is written last and lists them, so a directory with a `meta.json` is
-complete. With `world > 1`, rank r prepares its strided row groups into `{name}_r{r}_...`.
+before each into a temporary file beside the shards; once the total is known the validation
+split is decided (`ValSplit`: a fraction or a count, refused when it would leave training the
+smaller part, before any shard is written), and the tokens are cut into shards of
+`shard_tokens` tokens: the first tokens of the split go to `{name}_val_000000.bin`, ... and
+the rest to `{name}_train_000000.bin`, ... (the FineWeb layout of modded-nanogpt; documents
+run on across shard boundaries). Every shard is written atomically; `meta.json` is written
+last and lists them, so a directory with a `meta.json` is complete. With `world > 1`, rank r
+prepares its strided row groups into `{name}_r{r}_...`.
 """
 from __future__ import annotations
 
@@ -18,9 +21,12 @@ import numpy as np
 
 from pytyr.atomic import atomic_write_text
 from pytyr.data.parquet import ParquetTextStream
-from pytyr.data.shards import FORMATS, MAX_VOCAB, file_sha256, write_shard
+from pytyr.data.shards import FORMATS, MAX_VOCAB, TOKEN_DTYPE, file_sha256, write_shard
+from pytyr.data.split import ValSplit
 from pytyr.data.tokenizer import Tokenizer, encode_documents
 from pytyr.errors import ConfigError, DataError
+
+_CHUNK = 1 << 24  # tokens copied from the scratch file at a time
 
 
 class _ShardWriter:
@@ -59,48 +65,69 @@ class _ShardWriter:
             self._flush(self.buffered)
 
 
+def _tokenize(stream: ParquetTextStream, tokenizer: Tokenizer, path: Path,
+              progress: bool | None) -> tuple[int, int]:
+    """Append the stream's documents, tokenized with a BOS before each, to `path` as raw
+    uint16; return (tokens, documents)."""
+    from tqdm import tqdm
+
+    total = docs = 0
+    hide = None if progress is None else not progress  # None: tqdm shows it on a terminal
+    with open(path, "wb") as f, tqdm(total=len(stream), unit="group", desc="tokenizing",
+                                     disable=hide) as bar:
+        for _, texts in stream:
+            tokens = encode_documents(tokenizer, texts, bos=tokenizer.bos_id is not None)
+            tokens.astype(TOKEN_DTYPE, copy=False).tofile(f)
+            total += len(tokens)
+            docs += len(texts)
+            bar.update(1)
+            bar.set_postfix(docs=docs, refresh=False)
+    return total, docs
+
+
 def prepare_parquet(paths: Any, tokenizer: Tokenizer, out_dir: str | os.PathLike[str], *,
                     column: str = "text", shard_tokens: int = 100_000_000,
-                    val_tokens: int = 0, fmt: str = "fineweb", name: str = "data",
+                    val_tokens: int | None = None, val_fraction: float | None = None,
+                    fmt: str = "fineweb", name: str = "data",
                     rank: int = 0, world: int = 1, progress: bool | None = None,
                     tokenizer_path: str | None = None) -> dict[str, Any]:
     """Tokenize the parquet dataset at `paths` into shards in `out_dir`; return the metadata
-    (also written to `out_dir/meta.json`). `progress=None` shows a bar on a terminal only."""
-    from tqdm import tqdm
-
+    (also written to `out_dir/meta.json`). The validation split is `val_tokens` tokens or
+    `val_fraction` of them (neither: `DEFAULT_VAL_FRACTION`). `progress=None` shows a bar on
+    a terminal only."""
     if fmt not in FORMATS:
         raise ConfigError(f"data prepare: unknown shard format {fmt!r} (known: "
                           f"{', '.join(FORMATS)})")
     if not (isinstance(shard_tokens, int) and shard_tokens >= 1):
         raise ConfigError(f"data prepare: shard_tokens must be a positive integer, "
                           f"got {shard_tokens!r}")
-    if not (isinstance(val_tokens, int) and val_tokens >= 0):
-        raise ConfigError(f"data prepare: val_tokens must be a non-negative integer, "
-                          f"got {val_tokens!r}")
+    split = ValSplit(val_fraction, val_tokens)
     if tokenizer.vocab_size > MAX_VOCAB:
         raise DataError(f"{tokenizer.source}: vocab_size {tokenizer.vocab_size} does not fit "
                         f"the uint16 ids of token shards (at most {MAX_VOCAB})")
     stream = ParquetTextStream(paths, column, rank=rank, world=world)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "meta.json").unlink(missing_ok=True)  # the directory is incomplete until the end
     prefix = name if world == 1 else f"{name}_r{rank}"
-    writer = _ShardWriter(out, prefix, shard_tokens, val_tokens, fmt)
-    docs = 0
-    hide = None if progress is None else not progress  # None: tqdm shows it on a terminal
-    with tqdm(total=len(stream), unit="group", desc="tokenizing", disable=hide) as bar:
-        for _, texts in stream:
-            writer.add(encode_documents(tokenizer, texts, bos=tokenizer.bos_id is not None))
-            docs += len(texts)
-            bar.update(1)
-            bar.set_postfix(docs=docs, refresh=False)
-    writer.close()
-    total = sum(s["tokens"] for split in writer.written.values() for s in split)
-    if total == 0:
-        raise DataError(f"{', '.join(map(str, stream.files))}: empty dataset: no tokens "
-                        f"(every '{column}' value of this rank is empty or null)")
+    scratch = out / f".{prefix}.tokens.tmp"  # every token, until the split is known
+    try:
+        total, docs = _tokenize(stream, tokenizer, scratch, progress)
+        if total == 0:
+            raise DataError(f"{', '.join(map(str, stream.files))}: empty dataset: no tokens "
+                            f"(every '{column}' value of this rank is empty or null)")
+        n_val = split.tokens(total)  # a refusal leaves a data set already there complete
+        (out / "meta.json").unlink(missing_ok=True)  # the directory is incomplete until the end
+        writer = _ShardWriter(out, prefix, shard_tokens, n_val, fmt)
+        tokens = np.memmap(scratch, dtype=TOKEN_DTYPE, mode="r", shape=(total,))
+        for start in range(0, total, _CHUNK):
+            writer.add(np.asarray(tokens[start:start + _CHUNK]))
+        writer.close()
+        del tokens
+    finally:
+        scratch.unlink(missing_ok=True)
     tokenizer.save(out / "tokenizer.json")  # the data set is self-contained: sampling decodes
-    meta = {"format": fmt, "tokens": total, "documents": docs, "null_rows": stream.null_rows,
+    meta = {"format": fmt, "tokens": total, "val_tokens": n_val, "train_tokens": total - n_val,
+            "documents": docs, "null_rows": stream.null_rows,
             "vocab_size": tokenizer.vocab_size, "bos_id": tokenizer.bos_id,
             "tokenizer": tokenizer_path or tokenizer.source, "column": column,
             "rank": rank, "world": world,

@@ -127,8 +127,11 @@ def task_class(table: dict[str, Any], where: str) -> type[Task]:
 
 
 def task_options(cls: type[Task], table: dict[str, Any], where: str) -> Any:
+    """The task's options from its table; `name`, `module` and, in a run's record, `fitted`
+    (what the task computed from its data, `Task.describe_for_run`) are not options."""
     return load_dataclass(cls.Options, {k: v for k, v in table.items()
-                                        if k not in ("name", MODULE)}, where, prefix="task.")
+                                        if k not in ("name", MODULE, "fitted")}, where,
+                          prefix="task.")
 
 
 def task_record(task: Task, table: dict[str, Any]) -> dict[str, Any]:
@@ -152,4 +155,7 @@ def sample_options(cls: type[Task], table: dict[str, Any], where: str) -> Any:
 
 def make_task(table: dict[str, Any], ctx: TaskContext, where: str) -> Task:
     cls = task_class(table, where)
+    if "fitted" in table:
+        raise ConfigError(f"{where}: 'task.fitted' is not an option: `tyr train` records there, "
+                          f"in run.json, what the task computed from its data; remove it")
     return cls(task_options(cls, table, where), ctx)
