@@ -6,14 +6,22 @@ asks for the model's hypothesis `t ≤ n` about its context and `rotaryAt` for p
 decoding step's new tokens as if they were a context from position 0 does not type-check; and
 Flux's grid rotary is typed by its `rows * cols` order. Each bug is caught on the line where it
 is written, and the message says what the op wanted.
+
+A `reshape` whose target is no merge or split of adjacent axes (a view without a transpose) is
+rejected, naming the op that was likely meant; `regroup` is the escape hatch.
 """
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pytyr.lean import check_files
+from pytyr.lean import check_files, instantiate_model, load
+from pytyr.lean.reshapes import misfit
 
 ROOT = Path(__file__).resolve().parents[1]
 NANOCHAT = "examples/nanochat/NanoChat.lean"
@@ -86,3 +94,81 @@ def test_a_layout_bug_is_a_type_error_at_its_line(tmp_path, bug):
 @pytest.mark.parametrize("path", [NANOCHAT, FLUX])
 def test_the_examples_as_written_check(path):
     assert check_files(ROOT / path) == []
+
+
+# ---- the reshape discipline -------------------------------------------------------------
+
+@pytest.mark.parametrize("src,dst", [
+    ([2, 6], [12]), ([12], [3, 4]), ([2, 6], [2, 2, 3]), ([2, 3, 4], [6, 4]),
+    ([2, 1, 6], [2, 6, 1]), ([1, 6], [6]), ([2, 8, 8, 16], [2, 8, 128]), ([7], [7]), ([], [1]),
+    ([0, 3], [3, 0]),
+])
+def test_a_merge_or_split_of_adjacent_axes_is_a_reshape(tmp_path, src, dst):
+    f = tmp_path / "R.lean"
+    f.write_text(f"import Tyr\nopen torch\ndef f (x : T #{src}) : T #{dst} := reshape x #{dst}\n")
+    assert check_files(f) == []
+
+
+@pytest.mark.parametrize("src,dst,meant", [
+    ([2, 4, 8, 16], [2, 8, 64], "that is `mergeHeads` ([b, h, t, d] → [b, t, h * d])"),
+    ([2, 8, 64], [2, 4, 8, 16], "that is `splitHeads` ([b, t, h * d] → [b, h, t, d])"),
+    ([4, 6], [6, 4], "the axes are permuted: that is a transpose"),
+    ([3, 4, 5], [3, 5, 4], "the axes are permuted: that is a transpose"),
+    ([2, 6], [3, 4], "transpose the axes into place first"),
+])
+def test_any_other_regrouping_names_the_op_meant(tmp_path, src, dst, meant):
+    f = tmp_path / "R.lean"
+    f.write_text(f"import Tyr\nopen torch\ndef f (x : T #{src}) : T #{dst} := reshape x #{dst}\n"
+                 f"def g (x : T #{src}) : T #{dst} := regroup x #{dst}\n")
+    (d,) = check_files(f)  # `regroup` is the escape hatch: only `f` is an error
+    assert (d.pos.line, d.pos.col) == (3, len(f"def f (x : T #{src}) : T #{dst} := "))
+    assert d.message.startswith(f"reshape of T #{src} to #{dst}: ".replace("'", ""))
+    assert meant in d.message and d.message.endswith("if this regrouping is meant, use `regroup`")
+
+
+@given(st.lists(st.integers(1, 5), min_size=0, max_size=5), st.data())
+@settings(max_examples=200, deadline=None)
+def test_the_discipline_accepts_exactly_merges_and_splits(dims, data):
+    # Build a target by merging runs of adjacent axes and splitting single ones: accepted.
+    # A target is rejected only if its elements really change places: some group of axes has
+    # at least two non-unit axes on both sides.
+    out, i = [], 0
+    while i < len(dims):
+        k = data.draw(st.integers(1, len(dims) - i))
+        run = dims[i:i + k]
+        if k == 1 and run[0] in (4, 6) and data.draw(st.booleans()):
+            out += [2, run[0] // 2]
+        else:
+            out.append(math.prod(run))
+        i += k
+    assert misfit(dims, out) is None
+    assert misfit(out, dims) is None
+    # a swap of two adjacent non-unit, unequal axes is a transpose, never a merge or a split
+    swappable = [j for j in range(len(dims) - 1) if 1 < dims[j] != dims[j + 1] > 1]
+    if swappable:
+        j = data.draw(st.sampled_from(swappable))
+        swapped = dims[:j] + [dims[j + 1], dims[j]] + dims[j + 2:]
+        assert "transpose" in (misfit(dims, swapped) or "")
+
+
+@pytest.mark.parametrize("path", ["Tyr/Ops.lean", "Tyr/Shape.lean", "Tyr/NN.lean",
+                                  "Tyr/DiT.lean", "Tyr/Decode.lean", "Tyr/Core.lean"])
+def test_the_library_has_no_generic_reshape_but_regroup(path):
+    # The measurement behind the discipline: no example and no library op reshapes
+    # generically; `regroup`'s body is the one use, with symbolic shapes.
+    uses = re.findall(r"\breshape x\b|\breshape \(", (ROOT / path).read_text(encoding="utf-8"))
+    assert uses == (["reshape x"] if path == "Tyr/Ops.lean" else [])
+
+
+def test_no_example_reshapes_generically():
+    for f in sorted((ROOT / "examples").rglob("*.lean")):
+        assert not re.search(r"\breshape\b", re.sub(r"/-.*?-/|--[^\n]*", "", f.read_text(
+            encoding="utf-8"), flags=re.S)), f
+
+
+def test_regroup_instantiates_to_a_reshape_node(tmp_path):
+    f = tmp_path / "R.lean"
+    f.write_text("import Tyr\nopen torch\n"
+                 "@[model] def m (x : T #[2, 6]) : T #[3, 4] := regroup x #[3, 4]\n")
+    g = instantiate_model(load(f), "m", {})
+    assert [(n.op, n.attrs) for n in g.nodes] == [("reshape", {"target": [3, 4]})]

@@ -17,9 +17,10 @@ from . import syntax as S
 from .env import BUILTIN_TYPES, CtorInfo, DefInfo, IndInfo, StructInfo
 from .failure import Fail, short
 from .parser import SUBSET
-from .terms import (FLOAT, NAT, PAIR_FIELDS, PROP, SHAPE, App, Call, CtorV, InitV, Opaque, Param,
-                    Pi, Prod, Proj,
-                    StructV, Term, Var, instantiate, occurs, subst)
+from .reshapes import DISCIPLINED, misfit
+from .terms import (FLOAT, NAT, PAIR_FIELDS, PROP, SHAPE, App, Arr, Call, CtorV, InitV, Lit,
+                    Opaque, Param, Pi, Prod, Proj, StructV, Term, Var, instantiate, occurs,
+                    subst)
 
 if TYPE_CHECKING:
     from .elaborate import Ctx, TermElab
@@ -206,7 +207,25 @@ class ApplyRules:
         del self.deferred[first_deferred:]
         for fname, dp, dty, dpos in mine:
             decide(self.norm, fname, dp, instantiate(dty, self.mctx), dpos)
+        if name in DISCIPLINED:
+            self.reshape_discipline(params, values, DISCIPLINED[name], pos)
         return self.result_term(name, params, values, callee, pos), res
+
+    def reshape_discipline(self: "TermElab", params: tuple[Param, ...], values: list[Term],
+                           hatch: str, pos: Pos) -> None:
+        """`reshape` with closed shapes must merge or split adjacent axes (`reshapes.py`)."""
+        byname = {p.name: v for p, v in zip(params, values)}
+        dims = []
+        for key in ("s", "target"):
+            arr = self.whnf(instantiate(byname[key], self.mctx))
+            items = [self.whnf(d) for d in arr.items] if isinstance(arr, Arr) else None
+            if items is None or not all(isinstance(d, Lit) for d in items):
+                return  # symbolic: the discipline needs numbers, as `by decide` does
+            dims.append([d.n for d in items])  # type: ignore[attr-defined]
+        why = misfit(dims[0], dims[1])
+        if why is not None:
+            raise Fail(pos, f"reshape of T {_show_dims(dims[0])} to {_show_dims(dims[1])}: "
+                            f"{why}; if this regrouping is meant, use `{hatch}`")
 
     def propagate_expected(self: "TermElab", rest: tuple[Param, ...], result: Term,
                            m: dict[int, Term], expected: Term) -> bool:
@@ -263,6 +282,10 @@ class ApplyRules:
                 or name == "Vector.foldl":
             return Call(name, tuple(values), pos)
         return App(name, tuple(values))
+
+
+def _show_dims(ds: list[int]) -> str:
+    return "#[" + ", ".join(map(str, ds)) + "]"
 
 
 def ctx_empty() -> "Ctx":
