@@ -20,7 +20,9 @@ expected (there is no real `Init`) and ignored.
     scripts/lean_headers.py [--root DIR] [--cache DIR] [FILE.lean ...]
 
 The wheel (in its own virtualenv) and the linked `lean` are kept in `--cache`, default
-`$TYR_LEAN_CACHE` or `ROOT/.cache/lean`, and reused by later runs.
+`$TYR_LEAN_CACHE` or `ROOT/.cache/lean`, and reused by later runs. The tests use the same
+`RealLean`: `tests/test_lean_headers.py`, and `tests/test_lean_fidelity.py`, which compiles a
+minimal prelude (`compile_module`) and runs the real Lean on small probe files.
 
 Exit status: 0 no header error, 1 header errors (printed as Lean prints them), 2 the tool
 could not be set up (no C compiler, the wheel could not be installed).
