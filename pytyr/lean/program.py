@@ -191,10 +191,6 @@ class Program:
                 self.diagnostics.append(Diagnostic(cmd.pos, "this declaration is nested too "
                                                             "deeply for the checker; split it "
                                                             "with `let`"))
-        if checker.scope.stack:
-            kind, name, _, _ = checker.scope.stack[-1]
-            self.diagnostics.append(Diagnostic(Pos(mod.file, 1, 0),
-                                               f"{kind} '{name or ''}' is never closed with `end`"))
 
     # ---- queries ------------------------------------------------------------------------
     def raise_if_errors(self) -> None:
