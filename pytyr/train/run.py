@@ -185,8 +185,9 @@ def _train(source: ModelSource, graph: Graph, model: str, config: dict[str, Any]
     if not main:
         return 0
     last = history["evals"][-1]
-    print(f"step {last['step']}: " + ", ".join(f"{k} {v:.4f}" for k, v in last.items()
-                                               if k != "step"))
+    if not progress:  # with progress, the engine has printed it
+        print(f"step {last['step']}: " + ", ".join(f"{k} {v:.4f}" for k, v in last.items()
+                                                   if k != "step"))
     wrote = [out / "ckpt", out / "loss.png", out / "metrics.json"]
     if checkpoint_dir(out, "best") != out / "ckpt":
         wrote.insert(1, out / "best")

@@ -5,7 +5,8 @@ other at every op, and a core taken by another process stalls them all (the GPT 
 2.9 s with two threads on a loaded 2-core machine). On an idle machine they are faster. So
 `train.threads = "auto"` (the default) times the run's own training step, forward and
 backward on its first micro-batch, at one thread and at every core this process may use,
-alternately, and keeps the faster (more threads must win by 10%). The count then stays fixed:
+alternately (3 rounds, up to 25 for a short step: the median of many is steady on a busy
+machine), and keeps the faster (more threads must win by 10%). The count then stays fixed:
 results differ in the last bits between thread counts, so the run records it and a resume
 uses it again (`--resume` stays bit-exact).
 
@@ -26,7 +27,8 @@ import torch
 ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 MARGIN = 0.9  # more threads must take at most this fraction of one thread's time
 TINY_S = 0.002  # a step this short at one thread gains nothing from more
-ROUNDS = 3
+ROUNDS = (3, 25)  # alternating rounds: at least 3, more for short steps, within BUDGET_S
+BUDGET_S = 0.6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +91,8 @@ def choose_threads(setting: int | str, step: Callable[[], None], *, device: torc
         return ThreadChoice(1, f"auto: a step takes {one * 1e3:.1f} ms, too small to share")
     _timed(step, cores)
     times: dict[int, list[float]] = {1: [one], cores: []}
-    for r in range(ROUNDS):
+    rounds = max(ROUNDS[0], min(ROUNDS[1], int(BUDGET_S / (2 * one))))
+    for r in range(rounds):
         for n in ((cores, 1) if r % 2 == 0 else (1, cores)):
             times[n].append(_timed(step, n))
     t1, tn = statistics.median(times[1]), statistics.median(times[cores])
