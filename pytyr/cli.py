@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 from .config import merge, parse_set, read_json
 from .errors import ConfigError, Interrupted, LeanError, TyrError
+from .export import FORMATS as EXPORT_FORMATS
 from .paths import input_file
 
 
@@ -247,7 +248,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from .export import export_run
 
-    out = export_run(args.format, Path(args.run), Path(args.out))
+    out = export_run(args.format, Path(args.run), Path(args.out), args.checkpoint)
     print(f"wrote {out} ({args.format})")
     return 0
 
@@ -360,13 +361,15 @@ def build_parser() -> argparse.ArgumentParser:
     ch.set_defaults(fn=cmd_chat)
 
     e = _sub(sub, "export", "export a trained run to another framework's format",
-             "Export a trained run. hf-gpt2: the GPT example's checkpoint as a Hugging Face "
-             "GPT-2 directory (config.json + model.safetensors with GPT-2 key names), which "
-             "transformers.GPT2LMHeadModel.from_pretrained loads.",
-             "  tyr export --format hf-gpt2 runs/gpt out/gpt2")
-    e.add_argument("--format", required=True, choices=["hf-gpt2"])
+             "Export a trained language-model run as a Hugging Face directory (config.json, "
+             "model.safetensors, tokenizer files, generation_config.json) that "
+             "AutoTokenizer and AutoModelForCausalLM load: the GPT example as GPT-2 "
+             "(hf-gpt2), nanochat as NanoChat (hf-nanochat); hf picks by the weights.",
+             "  tyr export --format hf runs/gpt out/gpt2")
+    e.add_argument("--format", required=True, choices=list(EXPORT_FORMATS))
     e.add_argument("run", metavar="RUN_DIR")
     e.add_argument("out", metavar="OUT_DIR")
+    _add_checkpoint(e)
     e.set_defaults(fn=cmd_export)
 
     from .data.commands import register as register_data

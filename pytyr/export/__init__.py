@@ -1,6 +1,9 @@
 """`tyr export`: a trained run in another framework's format.
 
-    export_run("hf-gpt2", Path("runs/gpt"), Path("out/gpt2"))
+    export_run("hf", Path("runs/gpt"), Path("out/gpt2"))
+
+`hf` writes a Hugging Face directory (model, tokenizer, generation config; `hf.py`) of the
+architecture the run's weights have; `hf-gpt2` and `hf-nanochat` name it.
 """
 from __future__ import annotations
 
@@ -8,12 +11,12 @@ from pathlib import Path
 
 from pytyr.errors import ConfigError
 
-FORMATS = ("hf-gpt2",)
+FORMATS = ("hf", "hf-gpt2", "hf-nanochat")
 
 
-def export_run(fmt: str, run_dir: Path, out: Path) -> Path:
-    if fmt == "hf-gpt2":
-        from pytyr.export.hf_gpt2 import export_gpt2
+def export_run(fmt: str, run_dir: Path, out: Path, checkpoint: str = "best") -> Path:
+    if fmt in FORMATS:
+        from pytyr.export.hf import export_hf
 
-        return export_gpt2(run_dir, out)
+        return export_hf(run_dir, out, fmt[3:] or None, checkpoint)
     raise ConfigError(f"unknown export format {fmt!r} (known: {', '.join(FORMATS)})")

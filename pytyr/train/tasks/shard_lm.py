@@ -128,3 +128,7 @@ class ShardLM(LanguageModelTask):
 
     def decode(self, ids: list[int]) -> str:
         return self._tokenizer().decode(ids, skip_special=True)
+
+    def text_tokenizer(self) -> tuple[Any, int | None]:
+        bos = self.meta.get("bos_id")
+        return self._tokenizer(), bos if isinstance(bos, int) else None
