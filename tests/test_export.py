@@ -31,17 +31,21 @@ def run(tmp_path_factory):
 
 
 def replace_weights(run, out, change):
-    """A copy of the run `run` at `out` whose checkpoint's weights are `change(weights)`."""
+    """A copy of the run `run` at `out` whose checkpoints' weights (last and best) are
+    `change(weights)`."""
     import shutil
 
     from pytyr.safetensors import load_file
 
     shutil.copytree(run, out)
-    ckpt = out / "ckpt" / "model.safetensors"
-    write_file(change(dict(load_file(ckpt))), ckpt)
-    state = json.loads((out / "ckpt" / "state.json").read_text())
-    state["files"]["model.safetensors"] = ckpt.stat().st_size
-    (out / "ckpt" / "state.json").write_text(json.dumps(state))
+    for which in ("ckpt", "best"):
+        if not (out / which).is_dir():
+            continue
+        ckpt = out / which / "model.safetensors"
+        write_file(change(dict(load_file(ckpt))), ckpt)
+        state = json.loads((out / which / "state.json").read_text())
+        state["files"]["model.safetensors"] = ckpt.stat().st_size
+        (out / which / "state.json").write_text(json.dumps(state))
     return out
 
 
@@ -107,10 +111,12 @@ def test_auto_classes_load_the_export_and_generate_tyr_sample_s_greedy_text(
         run, tmp_path, capsys, monkeypatch, weights):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     if weights == "random":  # a model whose greedy text is not one repeated character
-        gen = torch.Generator().manual_seed(0)
-        run = replace_weights(run, tmp_path / "random", lambda w: {
-            k: torch.randn(v.shape, generator=gen) * (1.0 if v.ndim > 1 else 0.1)
-            for k, v in w.items()})
+        def randomise(w):
+            gen = torch.Generator().manual_seed(0)  # the same weights for last and best
+            return {k: torch.randn(v.shape, generator=gen) * (1.0 if v.ndim > 1 else 0.1)
+                    for k, v in w.items()}
+
+        run = replace_weights(run, tmp_path / "random", randomise)
     out = tmp_path / "hf"
     assert main(["export", "--format", "hf", str(run), str(out)]) == 0
     model = transformers.AutoModelForCausalLM.from_pretrained(out)

@@ -110,7 +110,8 @@ def test_keys_nanochat_has_no_place_for_are_refused(run, tmp_path, capsys):
     state["files"]["model.safetensors"] = ckpt.stat().st_size
     (bad / "ckpt" / "state.json").write_text(json.dumps(state))
     for fmt in ("hf", "hf-nanochat"):
-        assert main(["export", "--format", fmt, str(bad), str(tmp_path / "o")]) == 1
+        assert main(["export", "--format", fmt, str(bad), str(tmp_path / "o"),
+                     "--checkpoint", "last"]) == 1
         err = capsys.readouterr().err
         assert "NanoChat's layout (2 problems)" in err
         assert "unexpected: 'value_embeds.0' [300, 32] (no NanoChatForCausalLM counterpart)" in err
