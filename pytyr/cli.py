@@ -394,7 +394,8 @@ def main(argv: list[str] | None = None) -> int:
         print(err, file=sys.stderr)  # already `file:line:col: error: ...` lines
         return 1
     except Interrupted as err:  # a run that stopped cleanly: the shell's code for the signal
-        print(f"{name}: {err}", file=sys.stderr)
+        if os.environ.get("RANK", "0") == "0":  # said once, by rank 0, under torchrun
+            print(f"{name}: {err}", file=sys.stderr)
         return err.exit_code
     except TyrError as err:
         print(f"{name}: {err}", file=sys.stderr)
