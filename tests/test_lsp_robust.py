@@ -42,6 +42,12 @@ async def test_a_change_in_an_imported_buffer_rechecks_the_importer(client, tmp_
     (tmp_path / "Main.lean").write_text(MAIN)
     main = open_doc(client, tmp_path / "Main.lean")
     assert await diagnostics(client, main, lambda ds: ds == []) == []
+    use = lsp.Position(line_of(MAIN, "def f"), MAIN.split("\n")[line_of(MAIN, "def f")]
+                       .index("proj"))
+    loc = await client.text_document_definition_async(lsp.DefinitionParams(
+        lsp.TextDocumentIdentifier(main), use))  # into the imported user file
+    assert loc.uri == (tmp_path / "Lib.lean").as_uri()
+    assert loc.range.start.line == line_of(LIB, "def proj")
     lib = open_doc(client, tmp_path / "Lib.lean")
     await diagnostics(client, lib, lambda ds: ds == [])
     replace_all(client, lib, LIB.replace(":= 8", ":= 4"), 2)  # unsaved: the buffer counts
