@@ -21,6 +21,7 @@ from .text import Point, Span
 
 _LOCATED = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+):\s*(?P<msg>.*)$")
 _QUOTED = re.compile(r"'([A-Za-z_][\w.']*)'")
+_NAME = re.compile(r"[^\s()\[\]{}⟨⟩,:]+")
 
 
 class Units:
@@ -65,8 +66,12 @@ def location(units: Units, a: Analysis, pos: Pos) -> lsp.Location | None:
     lines = a.source.lines if path == a.path or pos.file == a.shown else file_lines(path)
     if not lines:
         return None
-    span = a.source.word_span((pos.line, pos.col)) if pos.file == a.shown else \
-        ((pos.line, pos.col), (pos.line, pos.col))
+    if pos.file == a.shown:
+        span = a.source.word_span((pos.line, pos.col))
+    else:  # another file: the name that starts there
+        text = lines[pos.line - 1] if 0 < pos.line <= len(lines) else ""
+        m = _NAME.match(text, pos.col)
+        span = (pos.line, pos.col), (pos.line, m.end() if m else pos.col)
     return lsp.Location(from_fs_path(str(path)) or "", units.range(lines, span))
 
 
