@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +56,7 @@ class Documents:
         self.good: dict[str, State] = {}  # the newest check that parsed, for completion
         self.tasks: dict[str, asyncio.Task] = {}
         self.pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tyr-check")
+        self._frozen = False  # long-lived objects moved out of the collector's way, once
 
     # ---- buffers ------------------------------------------------------------------------
     def open(self, uri: str, path: Path, text: str, version: int | None) -> None:
@@ -124,6 +126,10 @@ class Documents:
             self.publish(uri, a)
             st.values = await loop.run_in_executor(self.pool, self._values, a)
             st._lookup = None
+            if not self._frozen and st.values is not None:
+                self._frozen = True
+                gc.collect()
+                gc.freeze()  # the library and the task registry stay: full passes skip them
         except asyncio.CancelledError:
             raise  # replaced by a newer check
         except Exception as err:  # noqa: BLE001 — the server outlives any fault of a check
