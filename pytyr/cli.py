@@ -373,10 +373,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.set_defaults(fn=cmd_export)
 
     from .data.commands import register as register_data
+    from .lsp.commands import register as register_lsp
     from .safetensors.commands import register as register_safetensors
 
     register_data(sub)
     register_safetensors(sub)
+    register_lsp(sub)
     return p
 
 
