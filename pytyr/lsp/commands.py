@@ -19,8 +19,8 @@ def cmd_shapes(args: argparse.Namespace) -> int:
     for d in diags:
         print(d, file=sys.stderr)
     if diags:
-        print(f"{len(diags)} error{'s' if len(diags) != 1 else ''}: the types above are those "
-              f"of what checked", file=sys.stderr)
+        print(f"{len(diags)} error{'s' if len(diags) != 1 else ''} in 1 file(s): the types "
+              "above are those of what checked", file=sys.stderr)  # as `tyr check` counts
     return 1 if diags else 0
 
 
