@@ -90,7 +90,7 @@ def read_hf_config(path: Path, explicit: bool = True) -> HFConfig | None:
         out.sources[f.ours] = f"{f.hf} / {f.per}" if f.per else f.hf
     for x in fam.fixed:
         got = raw.get(x.hf)
-        got = x.default if got is None else got  # HF reads null as its default too
+        got = x.default if got is None else got  # null: the default, as if absent
         if not any(_same(got, a) for a in x.allowed):
             allowed = " or ".join(show(a) for a in x.allowed)
             raise ConfigError(f"{path}: '{x.hf}' is {show(got)}; the {fam.name} model here "

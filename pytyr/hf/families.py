@@ -58,8 +58,7 @@ COMMON_INERT = (
     "finetuning_task", "tokenizer_class", "prefix", "task_specific_params",
     "output_attentions", "output_hidden_states", "return_dict", "torchscript",
     "chunk_size_feed_forward", "tie_word_embeddings", "use_return_dict", "_attn_implementation",
-    "attn_implementation", "layer_norm_type", "summary_type", "summary_use_proj",
-    "summary_activation", "summary_proj_to_labels", "summary_first_dropout",
+    "attn_implementation",
 )
 
 
