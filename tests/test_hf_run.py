@@ -181,9 +181,11 @@ def test_a_key_neither_a_parameter_nor_known_is_refused_with_every_problem(tmp_p
 @pytest.mark.parametrize("text,message", [
     ('{"model_type": "bert", "hidden_size": 32,', "not valid JSON"),
     ('{"model_type": "roberta"}', "model_type 'roberta' is not a family `tyr run` reads "
-                                  "(it reads: bert)"),
-    ('{"architectures": ["GPT2LMHeadModel"]}', "no 'model_type', and 'architectures' "
-                                               "(['GPT2LMHeadModel']) names no family"),
+                                  "(it reads: bert, gpt2)"),
+    ('{"architectures": ["RobertaModel"]}', "no 'model_type', and 'architectures' "
+                                            "(['RobertaModel']) names no family"),
+    # known by its architectures alone: GPT-2's default activation is then refused
+    ('{"architectures": ["GPT2LMHeadModel"]}', "'activation_function' is 'gelu_new'"),
     ('{"model_type": "bert", "hidden_size": 30, "num_attention_heads": 4}',
      "'hidden_size' (30) is not a multiple of 'num_attention_heads' (4)"),
     ('{"model_type": "bert", "num_hidden_layers": 2.5}',
@@ -294,3 +296,92 @@ def test_the_mapped_config_gives_the_hf_state_dict_shapes(lean, tmp_path_factory
     want = {k: tuple(v.shape) for k, v in BertModel(config, add_pooling_layer=False)
             .state_dict().items()}
     assert {p.path: tuple(p.shape) for p in graph.params} == want
+
+
+# -- GPT-2: another layout (names, Conv1D weights transposed) read into examples/gpt/GPT.lean
+
+GPT = ROOT / "examples" / "gpt" / "GPT.lean"
+GPT2_SIZES = {"vocab_size": 45, "n_positions": 12, "n_embd": 24, "n_layer": 2, "n_head": 3,
+              "bos_token_id": 0, "eos_token_id": 0}
+
+
+def gpt2_dir(path: Path, *, lm_head: bool = True, buffers: bool = False, **over):
+    """A GPT2LMHeadModel (or a bare GPT2Model) with exact GELU, the activation GPT.lean has;
+    `buffers` adds the causal-mask buffers that old GPT-2 checkpoints (gpt2's own) carry."""
+    from transformers import GPT2Config, GPT2LMHeadModel, GPT2Model
+
+    config = GPT2Config(**{**GPT2_SIZES, "activation_function": "gelu", **over},
+                        attn_implementation="eager")
+    model = drawn((GPT2LMHeadModel if lm_head else GPT2Model)(config), 3)
+    model.save_pretrained(path, safe_serialization=True)
+    if buffers:
+        f = path / "model.safetensors"
+        tensors = load_file(f)
+        n = GPT2_SIZES["n_positions"]
+        for i in range(GPT2_SIZES["n_layer"]):
+            pre = "transformer." if lm_head else ""
+            tensors[f"{pre}h.{i}.attn.bias"] = torch.tril(torch.ones(n, n)).view(1, 1, n, n)
+        save_file(tensors, f, {"format": "pt"})
+    return model
+
+
+def gpt2_run(tmp_path: Path, weights: Path, idx: torch.Tensor) -> tuple[int, Path]:
+    save_file({"idx": idx}, tmp_path / "idx.safetensors")
+    out = tmp_path / "logits.safetensors"
+    rc = main(["run", str(GPT), "--model", "gptLogits", "--weights", str(weights),
+               "--inputs", str(tmp_path / "idx.safetensors"), "-o", str(out)])
+    return rc, out
+
+
+def test_a_gpt2_lm_directory_runs_in_the_gpt_example_and_matches_transformers(tmp_path,
+                                                                              capsys):
+    model = gpt2_dir(tmp_path / "gpt2", buffers=True)
+    idx = torch.randint(0, GPT2_SIZES["vocab_size"], (2, 9),
+                        generator=torch.Generator().manual_seed(4))
+    rc, out = gpt2_run(tmp_path, tmp_path / "gpt2", idx)
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    with torch.no_grad():
+        want = model(idx).logits
+    torch.testing.assert_close(load_file(out)["out"], want, atol=1e-5, rtol=1e-5)
+    assert "(gpt2): c.vocab=45, c.block=12, c.n_layer=2, c.n_head=3, c.head_dim=8" in text
+    assert "read the keys under 'transformer.' without it" in text
+    assert "h.0.attn.bias, h.1.attn.bias (a causal-mask buffer)" in text
+    assert "read 28 keys by GPT-2's names" in text  # 12 a block, wte, wpe, ln_f, ln_f_bias
+
+
+def test_a_bare_gpt2_model_needs_no_prefix(tmp_path, capsys):
+    model = gpt2_dir(tmp_path / "gpt2", lm_head=False)
+    idx = torch.tensor([[1, 44, 0, 7, 7]])
+    rc, out = gpt2_run(tmp_path, tmp_path / "gpt2", idx)
+    assert rc == 0
+    with torch.no_grad():
+        want = model(idx).last_hidden_state @ model.wte.weight.T
+    torch.testing.assert_close(load_file(out)["out"], want, atol=1e-5, rtol=1e-5)
+    assert "without it" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("over,message", [
+    ({"activation_function": "gelu_new"}, "'activation_function' is 'gelu_new'; the gpt2 "
+                                          "model here needs 'gelu' or 'gelu_python'"),
+    ({"n_inner": 50}, "'n_inner' is 50; the gpt2 model here needs None or 96"),
+    ({"layer_norm_epsilon": 1e-6}, "'layer_norm_epsilon' is 1e-06"),
+    ({"scale_attn_by_inverse_layer_idx": True}, "no layer scales its scores by 1/layer"),
+])
+def test_a_gpt2_config_the_example_does_not_compute_is_refused(tmp_path, capsys, over,
+                                                               message):
+    gpt2_dir(tmp_path / "gpt2", **over)
+    rc, out = gpt2_run(tmp_path, tmp_path / "gpt2", torch.tensor([[1, 2]]))
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and not out.exists()
+    assert message in err and len(err.splitlines()) == 1, err
+
+
+def test_a_gpt2_checkpoint_in_the_bert_example_is_named(tmp_path, capsys):
+    gpt2_dir(tmp_path / "gpt2")
+    inputs(tmp_path / "x.safetensors")
+    rc, _ = tyr_run(tmp_path, tmp_path / "gpt2")
+    captured = capsys.readouterr()
+    assert rc == 1
+    assert "(gpt2): c.vocab=45" in captured.out
+    assert "unknown keys c.block, c.dropout for BertConfig" in captured.err

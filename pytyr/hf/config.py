@@ -91,8 +91,8 @@ def read_hf_config(path: Path, explicit: bool = True) -> HFConfig | None:
     for x in fam.fixed:
         got = raw.get(x.hf)
         got = x.default if got is None else got  # null: the default, as if absent
-        if not any(_same(got, a) for a in x.allowed):
-            allowed = " or ".join(show(a) for a in x.allowed)
+        if not any(_same(got, a) for a in x.allowed_in(raw)):
+            allowed = " or ".join(show(a) for a in x.allowed_in(raw))
             raise ConfigError(f"{path}: '{x.hf}' is {show(got)}; the {fam.name} model here "
                               f"needs {allowed} ({x.why})")
     known = fam.known_keys()

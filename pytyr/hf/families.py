@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
+
+from . import gpt2
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,11 @@ class Fixed:
     allowed: tuple[Any, ...]
     default: Any
     why: str
+    also: Callable[[dict[str, Any]], Any] | None = None  # one more allowed, from the config
+    also_shown: str = ""  # how `also` reads in --help
+
+    def allowed_in(self, raw: dict[str, Any]) -> tuple[Any, ...]:
+        return self.allowed + ((self.also(raw),) if self.also is not None else ())
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,9 @@ class Family:
     inert: tuple[str, ...]
     unused: tuple[Unused, ...]
     prefixes: tuple[str, ...] = ()
+    # a checkpoint key -> (the model's name, transposed), or None: for layouts that differ
+    rename: Callable[[str], tuple[str, bool] | None] | None = None
+    rename_note: str = ""
 
     def known_keys(self) -> set[str]:
         return ({f.hf for f in self.fields} | {f.hf for f in self.fixed} | set(self.inert)
@@ -117,7 +127,48 @@ BERT = Family(
     prefixes=("bert.",),
 )
 
-FAMILIES = (BERT,)
+GPT2 = Family(
+    name="gpt2",
+    model_types=("gpt2",),
+    architecture_prefix="GPT2",
+    example="examples/gpt/GPT.lean (gptLogits)",
+    fields=(
+        Field("vocab_size", "c.vocab", 50257, int),
+        Field("n_positions", "c.block", 1024, int),
+        Field("n_layer", "c.n_layer", 12, int),
+        Field("n_head", "c.n_head", 12, int),
+        Field("n_embd", "c.head_dim", 768, int, per="n_head"),
+        Field("resid_pdrop", "c.dropout", 0.1, float),
+    ),
+    fixed=(
+        Fixed("activation_function", ("gelu", "gelu_python"), "gelu_new",
+              "the MLP's activation is exact (erf) GELU; GPT-2's own is gelu_new, the tanh "
+              "approximation"),
+        Fixed("layer_norm_epsilon", (1e-5,), 1e-5, "the LayerNorms' epsilon is 1e-5"),
+        Fixed("n_inner", (None,), None, "the MLP is 4 times the width",
+              also=lambda raw: 4 * raw.get("n_embd", 768), also_shown="4*n_embd"),
+        Fixed("scale_attn_weights", (True,), True, "attention scores are scaled by 1/√d"),
+        Fixed("scale_attn_by_inverse_layer_idx", (False,), False,
+              "no layer scales its scores by 1/layer"),
+        Fixed("add_cross_attention", (False,), False, "the blocks have no cross-attention"),
+        Fixed("tie_word_embeddings", (True,), True, "the head is the token embedding, wte"),
+    ),
+    # dropout only while training; reordering and upcasting change nothing in float32
+    inert=("embd_pdrop", "attn_pdrop", "reorder_and_upcast_attn", "n_ctx", "summary_type",
+           "summary_use_proj", "summary_activation", "summary_proj_to_labels",
+           "summary_first_dropout"),
+    unused=(
+        Unused("h.*.attn.bias", "a causal-mask buffer"),
+        Unused("h.*.attn.masked_bias", "a buffer"),
+        Unused("lm_head.weight", "the head, tied to wte"),
+    ),
+    prefixes=("transformer.",),
+    rename=gpt2.ours,
+    rename_note="GPT-2's names (h.N.attn.c_attn.weight → blocks.N.attn.c_attn), its Conv1D "
+                "weights transposed",
+)
+
+FAMILIES = (BERT, GPT2)
 
 
 def family_named(model_type: str) -> Family | None:
@@ -140,12 +191,15 @@ def mapping_help() -> str:
         for f in fam.fields:
             lines.append(f"    {f.shown()}")
         lines += _wrapped("must be: " + ", ".join(
-            f"{x.hf}={'|'.join(map(_show, x.allowed))}" for x in fam.fixed))
+            f"{x.hf}={'|'.join([*map(_show, x.allowed)] + [x.also_shown] * bool(x.also_shown))}"
+            for x in fam.fixed))
         lines += _wrapped("not parameters (left out, named): " + ", ".join(
             f"{u.pattern} ({u.what})" for u in fam.unused))
         if fam.prefixes:
             lines.append("    keys under " + ", ".join(repr(p) for p in fam.prefixes)
-                         + " (BertFor* checkpoints) are read without it")
+                         + " (a model with a task head) are read without it")
+        if fam.rename_note:
+            lines += _wrapped(f"read by {fam.rename_note}")
     return "\n".join(lines)
 
 
@@ -154,6 +208,6 @@ def _wrapped(text: str) -> list[str]:
 
 
 def _show(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
+    if isinstance(v, bool) or v is None:
+        return {True: "true", False: "false", None: "null"}[v]
     return "{}" if v == {} else str(v)

@@ -5,8 +5,9 @@ matches (a glob; one that matches no key of the checkpoint is an error, before a
 where the checkpoint's family is known (its config.json), the family's known non-parameters
 (buffers, the pooler, task heads: `families.Unused`). A task-headed checkpoint's keys under the
 family's prefix (`bert.` of `BertForMaskedLM`) are read without it when the model's own names
-are not in the checkpoint as they are. Every other key goes on to the model's load, which
-lists every missing, unexpected and mis-shaped tensor at once.
+are not in the checkpoint as they are. A family whose layout differs (GPT-2's names and
+transposed `Conv1D` weights) has its keys renamed last. Every other key goes on to the model's
+load, which lists every missing, unexpected and mis-shaped tensor at once.
 
 `embeddings.position_ids` is checked: transformers never reads its values (positions are
 0 … t-1), and neither does `tyr run`; a buffer that is not 0 … n-1 is still left out, and the
@@ -50,7 +51,7 @@ class UnusedKeys:
         kept = self._unprefixed(kept, model_names)
         if self.family is not None:
             for k in list(kept):
-                if k in model_names:
+                if self._ours(k) in model_names:
                     continue
                 known = next((u for u in self.family.unused if fnmatchcase(k, u.pattern)), None)
                 if known is not None:
@@ -59,18 +60,44 @@ class UnusedKeys:
             n = len(left_out)
             self.notes.append(f"ignored {n} key{'s' * (n != 1)} the model does not use: "
                               f"{_grouped(left_out)}")
-        return kept
+        return self._renamed(kept)
+
+    def _ours(self, key: str) -> str:
+        """The model's name for a checkpoint key (itself, unless the family renames)."""
+        if self.family is None or self.family.rename is None:
+            return key
+        renamed = self.family.rename(key)
+        return renamed[0] if renamed is not None else key
 
     def _unprefixed(self, kept: dict[str, Any], model_names: set[str]) -> dict[str, Any]:
-        if self.family is None or set(kept) & model_names:
+        if self.family is None or any(self._ours(k) in model_names for k in kept):
             return kept
         for pre in self.family.prefixes:
             stripped = {k[len(pre):] if k.startswith(pre) else k: k for k in kept}
-            if len(stripped) == len(kept) and set(stripped) & model_names:
+            if len(stripped) == len(kept) and any(self._ours(k) in model_names
+                                                  for k in stripped):
                 self.notes.append(f"read the keys under '{pre}' without it (a checkpoint of a "
                                   f"model with a task head)")
                 return {k: kept[old] for k, old in stripped.items()}
         return kept
+
+    def _renamed(self, kept: dict[str, Any]) -> dict[str, Any]:
+        """The family's layout turned into the model's: names, and transposed matrices. A
+        key it has no name for stays as it is (the load names it as unexpected)."""
+        if self.family is None or self.family.rename is None:
+            return kept
+        out, n = {}, 0
+        for k, t in kept.items():
+            renamed = self.family.rename(k)
+            if renamed is None or renamed[0] in out:
+                out[k] = t
+                continue
+            name, transposed = renamed
+            out[name] = t.t().contiguous() if transposed else t
+            n += 1
+        if n:
+            self.notes.append(f"read {n} keys by {self.family.rename_note}")
+        return out
 
 
 def _what(known: Unused, tensor: Any) -> str:
