@@ -152,8 +152,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .hf import UnusedKeys, find_hf_config, model_values, read_hf_config
-    from .train.run import forward, read_run, run_weights
+    from .hf import find_hf_config, model_values, read_hf_config
+    from .train.forward_weights import forward_with_weights
+    from .train.run import read_run, run_weights
 
     source = _source(args)
     explicit = read_json(Path(args.config), "config") if args.config else {}
@@ -172,6 +173,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for table, where in ((base, base_where), (over, args.config or "the command line")):
         if not isinstance(table, dict):
             raise ConfigError(f"{where}: 'model' must be a table")
+    # a Hugging Face config.json goes over the example's values, under the command line's
     hf_path, named = find_hf_config(args.weights, args.hf_config)
     hf = read_hf_config(hf_path, named) if hf_path is not None else None
     if hf_path is not None and hf is None:
@@ -179,47 +181,15 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"not read")
     for line in hf.describe(over) if hf is not None else []:
         print(line)
-    values = model_values(base, hf, over)
-    return _run_forward(args, source, values, weights, weights_from, hf, UnusedKeys, forward)
-
-
-def _run_forward(args: argparse.Namespace, source: Any, values: dict[str, Any], weights: Any,
-                 weights_from: str, hf: Any, unused_keys: Any, forward: Any) -> int:
-    """`tyr run`'s forward with the weights' unused keys left out (and named)."""
-    from .errors import SafeTensorsError
-
-    checkpoint = None
-    if args.weights:  # tensors over the file's map, copied once into the model
-        from .safetensors import open_checkpoint
-
-        checkpoint = open_checkpoint(args.weights)
-        weights = {n: checkpoint.tensor(n) for n in checkpoint.tensors}
-        weights_from = args.weights
-    if weights is None and args.ignore_key:
-        raise ConfigError("--ignore-key needs weights (--weights or --run)")
-    unused = None if weights is None else unused_keys(
-        hf.family if hf is not None else None, args.ignore_key or [], weights, weights_from)
     out = Path(args.output)
-    try:
-        outputs = forward(source, args.model, values, Path(args.inputs), out, weights=weights,
-                          weights_from=weights_from, seed=args.seed, unused=unused)
-    except SafeTensorsError as err:
-        if err.rule != "model-mismatch" or not any(p.startswith("unexpected:")
-                                                   for p in err.problems):
-            raise
-        hint = "; leave keys out with --ignore-key PATTERN"
-        if hf is None:
-            hint += (" (with the checkpoint's Hugging Face config.json beside it or named by "
-                     "--hf-config, its family's buffers and heads are left out by name)")
-        raise SafeTensorsError(err.file, err.rule, err.message + hint, err.problems) from None
-    finally:
-        for note in unused.notes if unused is not None else []:
-            print(note)
-        if checkpoint is not None:
-            checkpoint.close()
+    outputs = forward_with_weights(source, args.model, model_values(base, hf, over),
+                                   Path(args.inputs), out, weights=weights,
+                                   weights_from=weights_from, weights_path=args.weights, hf=hf,
+                                   ignore=args.ignore_key or [], seed=args.seed)
     shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in outputs.items())
-    print(f"wrote {out}: {shapes}" + ("" if weights is not None else
-                                      " (freshly initialised weights: give --weights or --run)"))
+    fresh = weights is None and not args.weights
+    print(f"wrote {out}: {shapes}" + (" (freshly initialised weights: give --weights or --run)"
+                                      if fresh else ""))
     return 0
 
 
