@@ -160,34 +160,45 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .train.run import checkpoint_dir, forward, read_run, run_weights
+    from .hf import find_hf_config, model_values, read_hf_config
+    from .train.forward_weights import forward_with_weights
+    from .train.run import checkpoint_dir, read_run, run_weights
 
     source = _source(args)
+    explicit = read_json(Path(args.config), "config") if args.config else {}
+    explicit = merge(explicit, parse_set(args.set or []))
     weights, weights_from = None, ""
     if args.run:  # the run's values, with --config/--set on top (not the file beside FILE)
         run = read_run(Path(args.run))
-        cfg = read_json(Path(args.config), "config") if args.config else {}
-        cfg, where = merge(cfg, parse_set(args.set or [])), args.config or "the command line"
-        values = merge(run["values"], cfg.get("model", {}))
+        base, base_where = run["values"], f"{args.run}/run.json"
         weights = run_weights(Path(args.run), args.checkpoint)
         weights_from = str(checkpoint_dir(Path(args.run), args.checkpoint))
     else:
-        cfg, where = _config(args, required=False)
-        values = cfg.get("model", {})
-    if args.weights:
-        from .safetensors import open_checkpoint
-
-        with open_checkpoint(args.weights) as ck:
-            weights = {n: ck.tensor(n).clone() for n in ck.tensors}
-        weights_from = args.weights
-    if not isinstance(values, dict):
-        raise ConfigError(f"{where}: 'model' must be a table")
+        beside = Path(args.file).parent / "config.json" if args.file and not args.config else None
+        on_disk = beside is not None and beside.is_file()
+        base = read_json(beside, "config").get("model", {}) if on_disk else {}
+        base_where = str(beside)
+    over = explicit.get("model", {})
+    for table, where in ((base, base_where), (over, args.config or "the command line")):
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where}: 'model' must be a table")
+    # a Hugging Face config.json goes over the example's values, under the command line's
+    hf_path, named = find_hf_config(args.weights, args.hf_config)
+    hf = read_hf_config(hf_path, named) if hf_path is not None else None
+    if hf_path is not None and hf is None:
+        print(f"{hf_path} is not a Hugging Face config (no model_type, no architectures): "
+              f"not read")
+    for line in hf.describe(over) if hf is not None else []:
+        print(line)
     out = Path(args.output)
-    outputs = forward(source, args.model, values, Path(args.inputs), out, weights=weights,
-                      weights_from=weights_from, seed=args.seed)
+    outputs = forward_with_weights(source, args.model, model_values(base, hf, over),
+                                   Path(args.inputs), out, weights=weights,
+                                   weights_from=weights_from, weights_path=args.weights, hf=hf,
+                                   ignore=args.ignore_key or [], seed=args.seed)
     shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in outputs.items())
-    print(f"wrote {out}: {shapes}" + ("" if weights is not None else
-                                      " (freshly initialised weights: give --weights or --run)"))
+    fresh = weights is None and not args.weights
+    print(f"wrote {out}: {shapes}" + (" (freshly initialised weights: give --weights or --run)"
+                                      if fresh else ""))
     return 0
 
 
@@ -253,6 +264,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _hf_mapping() -> str:
+    from .hf import mapping_help
+
+    return mapping_help()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="tyr", description="Shape-typed models in Lean 4, run on PyTorch.",
                epilog="`tyr COMMAND --help` shows each command's options and examples.")
@@ -312,12 +329,26 @@ def build_parser() -> argparse.ArgumentParser:
              "  tyr run examples/gpt/GPT.lean --model gptLogits --run runs/gpt "
              "--inputs idx.safetensors -o logits.safetensors\n"
              "  tyr run --lib build/lib/libTyrModels.so --model mlp --set model.c.inputs=2 "
-             "--set model.c.hidden=64 --set model.c.classes=3 --inputs xy.safetensors")
+             "--set model.c.hidden=64 --set model.c.classes=3 --inputs xy.safetensors\n"
+             "  tyr run examples/bert/Bert.lean --model bert --weights bert-base-uncased/ "
+             "--inputs x.safetensors\n\n"
+             "a Hugging Face checkpoint: config.json in the --weights directory (or beside the "
+             "file, or --hf-config FILE)\nfills the model's config by name, over the config "
+             "beside FILE.lean and under --config/--set;\nkeys that are no parameter of the "
+             "model are left out and named in the output:\n" + _hf_mapping())
     _add_source(r)
     _add_config(r)
     r.add_argument("--inputs", required=True, metavar="FILE",
                    help="safetensors file of the model's inputs")
-    r.add_argument("--weights", metavar="PATH", help="safetensors file or directory")
+    r.add_argument("--weights", metavar="PATH",
+                   help="safetensors file or directory (shards with or without "
+                        "model.safetensors.index.json); pickles (pytorch_model.bin) are refused")
+    r.add_argument("--hf-config", metavar="FILE",
+                   help="a Hugging Face config.json (default: config.json in the --weights "
+                        "directory or beside the file); --config and --set win over it")
+    r.add_argument("--ignore-key", action="append", metavar="PATTERN",
+                   help="leave out the weights' keys this glob matches (repeatable; each must "
+                        "match a key); named in the output")
     r.add_argument("--run", metavar="DIR", help="a `tyr train` run directory")
     _add_checkpoint(r)
     r.add_argument("-o", "--output", default="outputs.safetensors", metavar="FILE")

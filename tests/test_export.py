@@ -187,3 +187,23 @@ def test_a_tokenizer_with_a_bos_is_written_so_that_the_bos_comes_first(tmp_path,
         assert hf.decode(enc, skip_special_tokens=True) == tok.decode(enc, skip_special=True) == t
     assert json.loads((tmp_path / "generation_config.json").read_text()) == {
         "bos_token_id": tok.bos_id}
+
+
+def test_the_export_runs_again_from_its_directory_with_its_config(run, tmp_path, capsys):
+    # export → `tyr run --weights DIR`: GPT-2's names and config read back into GPT.lean, at
+    # the example's default config (block 64, 4 layers: the export's config.json must fill it)
+    from pytyr.safetensors import load_file
+
+    out = tmp_path / "gpt2"
+    assert main(["export", "--format", "hf-gpt2", str(run), str(out)]) == 0
+    idx = torch.tensor([[5, 9, 1, 40, 2, 2, 7, 0, 74, 3, 11], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0]])
+    write_file({"idx": idx}, tmp_path / "idx.safetensors")
+    common = [GPT, "--model", "gptLogits", "--inputs", str(tmp_path / "idx.safetensors")]
+    assert main(["run", *common, "--run", str(run), "-o", str(tmp_path / "a.safetensors")]) == 0
+    assert main(["run", *common, "--weights", str(out),
+                 "-o", str(tmp_path / "b.safetensors")]) == 0
+    text = capsys.readouterr().out
+    assert "(gpt2): c.vocab=75, c.block=16, c.n_layer=2, c.n_head=2, c.head_dim=8" in text
+    assert "read 28 keys by GPT-2's names" in text
+    torch.testing.assert_close(load_file(tmp_path / "b.safetensors")["out"],
+                               load_file(tmp_path / "a.safetensors")["out"], atol=1e-6, rtol=0)

@@ -24,16 +24,10 @@ import re
 from typing import Any
 
 from pytyr.errors import ConfigError, SafeTensorsError
+from pytyr.hf.gpt2 import PER_BLOCK
 
 _BLOCK = re.compile(r"blocks\.([0-9]+)\.(.+)")
-_PER_BLOCK = {  # our name -> (GPT-2 name, transposed)
-    "ln_1": ("ln_1.weight", False), "ln_1_bias": ("ln_1.bias", False),
-    "ln_2": ("ln_2.weight", False), "ln_2_bias": ("ln_2.bias", False),
-    "attn.c_attn": ("attn.c_attn.weight", True), "attn.c_attn_bias": ("attn.c_attn.bias", False),
-    "attn.c_proj": ("attn.c_proj.weight", True), "attn.c_proj_bias": ("attn.c_proj.bias", False),
-    "mlp.c_fc": ("mlp.c_fc.weight", True), "mlp.c_fc_bias": ("mlp.c_fc.bias", False),
-    "mlp.c_proj": ("mlp.c_proj.weight", True), "mlp.c_proj_bias": ("mlp.c_proj.bias", False),
-}
+_PER_BLOCK = PER_BLOCK  # our name -> (GPT-2 name, transposed); `tyr run` reads by its inverse
 
 
 def _shapes(c: int, v: int, p: int) -> dict[str, tuple[int, ...]]:

@@ -299,10 +299,11 @@ def sample(source: ModelSource, run_dir: Path, overrides: dict[str, Any],
 
 def forward(source: ModelSource, model: str, values: dict[str, Any], inputs_path: Path,
             out_path: Path, *, weights: dict[str, Any] | None, weights_from: str = "",
-            seed: int = 0) -> dict[str, Any]:
+            seed: int = 0, unused: Any = None) -> dict[str, Any]:
     """`tyr run`: the model's outputs for the tensors of a safetensors file (keyed by input
     name; the model's dims follow from their shapes), written as safetensors `out0`, `out1`...
-    Returns the outputs."""
+    `unused` (a `pytyr.hf.UnusedKeys`) leaves out the weights' keys that are no parameter of
+    the model, before the load checks the rest. Returns the outputs."""
     import torch
 
     from pytyr.safetensors import SafeTensorsFile, write_file
@@ -336,6 +337,8 @@ def forward(source: ModelSource, model: str, values: dict[str, Any], inputs_path
                           f"'{graph.model}' (its inputs: {', '.join(i.name for i in graph.inputs)})")
     module = module_from_graph(graph, seed=seed)
     if weights is not None:
+        if unused is not None:
+            weights = unused.select(weights, set(module.state_dict()))
         load_weights(module, weights, weights_from)
     outputs = Forward(module.eval(), graph)(batch)
     named = {o.name: t.contiguous() for o, t in zip(graph.outputs, outputs)}
