@@ -130,16 +130,22 @@ def did_change_watched(ls: TyrServer, params: lsp.DidChangeWatchedFilesParams) -
                     ls.documents.schedule(uri)
 
 
+async def _found(ls: TyrServer, params: lsp.TextDocumentPositionParams) -> tuple[Any, Any]:
+    """The document's checked state and what is at the request's position (None, None when
+    the document is unknown; (state, None) when nothing is there)."""
+    st = await ls.documents.state(params.text_document.uri)
+    if st is None:
+        return None, None
+    return st, st.lookup.at(ls.units.point(st.analysis.source.lines, params.position))
+
+
 @server.feature(lsp.TEXT_DOCUMENT_HOVER)
 @answered
 async def hover(ls: TyrServer, params: lsp.HoverParams) -> lsp.Hover | None:
-    st = await ls.documents.state(params.text_document.uri)
-    if st is None:
-        return None
-    a = st.analysis
-    f = st.lookup.at(ls.units.point(a.source.lines, params.position))
+    st, f = await _found(ls, params)
     if f is None:
         return None
+    a = st.analysis
     cfg = st.values.path if st.values and st.values.values else None
     text = hover_markdown(f, _shown_path(cfg) if cfg else None)
     if st.values is not None and st.values.problem and f.type:
@@ -153,14 +159,10 @@ async def hover(ls: TyrServer, params: lsp.HoverParams) -> lsp.Hover | None:
 @server.feature(lsp.TEXT_DOCUMENT_DEFINITION)
 @answered
 async def definition(ls: TyrServer, params: lsp.DefinitionParams) -> lsp.Location | None:
-    st = await ls.documents.state(params.text_document.uri)
-    if st is None:
-        return None
-    a = st.analysis
-    f = st.lookup.at(ls.units.point(a.source.lines, params.position))
+    st, f = await _found(ls, params)
     if f is None or f.target is None:
         return None
-    return location(ls.units, a, f.target)
+    return location(ls.units, st.analysis, f.target)
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
