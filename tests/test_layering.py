@@ -8,7 +8,7 @@ import pytyr
 
 ROOT = Path(pytyr.__file__).parent
 # Earlier first. A module of layer k may import layers 0..k.
-LAYERS = ["errors", "paths", "atomic", "process", "config", "ir", "safetensors", "lean", "kernels",
+LAYERS = ["errors", "paths", "atomic", "digest", "process", "config", "ir", "safetensors", "lean", "kernels",
           "exec", "pipeline", "data", "train", "export", "abi", "cli"]
 
 
