@@ -167,9 +167,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         values = cfg.get("model", {})
     if args.weights:
         from .safetensors import open_checkpoint
+        from .train.checkpoint import STATE_FILE, read_weights, resolve
 
-        with open_checkpoint(args.weights) as ck:
-            weights = {n: ck.tensor(n).clone() for n in ck.tensors}
+        if (resolve(args.weights) / STATE_FILE).is_file():  # a checkpoint: verified
+            weights = read_weights(args.weights)
+        else:
+            with open_checkpoint(args.weights) as ck:
+                weights = {n: ck.tensor(n).clone() for n in ck.tensors}
         weights_from = args.weights
     if not isinstance(values, dict):
         raise ConfigError(f"{where}: 'model' must be a table")

@@ -52,6 +52,8 @@ def test_a_checkpoint_of_another_layout_is_refused_with_every_problem(run, tmp_p
     import shutil
 
     from pytyr.safetensors import load_file
+    from pytyr.train.checkpoint import save_checkpoint
+    from pytyr.train.distributed import StateView
 
     bad = tmp_path / "run"
     shutil.copytree(run, bad)
@@ -59,10 +61,7 @@ def test_a_checkpoint_of_another_layout_is_refused_with_every_problem(run, tmp_p
     del weights["ln_f_bias"]
     weights["blocks.0.attn.c_proj"] = torch.zeros(3, 3)
     weights["extra"] = torch.zeros(2)
-    write_file(weights, bad / "ckpt" / "model.safetensors")
-    state = json.loads((bad / "ckpt" / "state.json").read_text())
-    state["files"]["model.safetensors"] = (bad / "ckpt" / "model.safetensors").stat().st_size
-    (bad / "ckpt" / "state.json").write_text(json.dumps(state))
+    save_checkpoint(bad / "ckpt", module=StateView(weights), optimizers=None, step=3)
     assert main(["export", "--format", "hf-gpt2", str(bad), str(tmp_path / "o")]) == 1
     err = capsys.readouterr().err
     assert "(3 problems)" in err

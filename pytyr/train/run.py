@@ -214,14 +214,11 @@ def read_run(run_dir: Path) -> dict[str, Any]:
 
 
 def run_weights(run_dir: Path) -> dict[str, Any]:
-    """The trained weights of a run (its checkpoint), read through the validating reader."""
-    from pytyr.safetensors import SafeTensorsFile
-    from pytyr.train.checkpoint import MODEL_FILE, resolve
+    """The trained weights of a run (its checkpoint), verified, read through the validating
+    reader."""
+    from pytyr.train.checkpoint import read_weights
 
-    path = resolve(run_dir / "ckpt") / MODEL_FILE
-    input_file(path, "checkpoint")
-    with SafeTensorsFile(path) as f:
-        return {name: f.tensor(name).clone() for name in f.names()}
+    return read_weights(run_dir / "ckpt")
 
 
 def sample(source: ModelSource, run_dir: Path, overrides: dict[str, Any]
