@@ -4,8 +4,9 @@
 
 `data` is the directory `tyr data prepare` wrote: `meta.json` lists the train and val shards
 with their token counts and SHA-256, the shard format, the vocabulary and the tokenizer (a
-copy, `tokenizer.json`, sits beside the shards). Before any training every shard's checksum
-is verified and every token is checked against the vocabulary. Rows are BOS-aligned (each
+copy, `tokenizer.json`, sits beside the shards, with its SHA-256 in meta.json). Before any
+training meta.json is verified against its own checksum, every shard's and the tokenizer's
+SHA-256 against meta.json, and every token against the vocabulary. Rows are BOS-aligned (each
 starts at a document) unless `bos_aligned` is false; batch k is the k-th step of the
 `SequentialBatchIterator` over the train shards (looping over epochs); evaluation takes the
 first batches of the val shards and of the train shards.
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pytyr.config import read_json, setting
+from pytyr.digest import stamp_problem
 from pytyr.errors import DataError
 from pytyr.paths import input_dir
 from pytyr.train.task import Batch, TaskContext
@@ -66,6 +68,9 @@ class ShardLM(LanguageModelTask):
 
         root = input_dir(self.options.data, "shard directory")
         self.meta = read_json(root / "meta.json", "shard metadata")
+        problem = stamp_problem(self.meta)
+        if problem:
+            raise DataError(f"{root}/meta.json: {problem}; re-run `tyr data prepare`")
         vocab, fmt = self.meta.get("vocab_size"), self.meta.get("format")
         if not isinstance(vocab, int) or fmt not in ("fineweb", "nanogpt"):
             raise DataError(f"{root}/meta.json: needs an integer vocab_size and the shard "
@@ -83,7 +88,15 @@ class ShardLM(LanguageModelTask):
 
         self.train, self.val = stream("train"), stream("val")
         tok = root / "tokenizer.json"
-        self.tokenizer = load_tokenizer(tok) if tok.is_file() else None
+        self.tokenizer = None
+        if tok.is_file():
+            from pytyr.data.shards import verify_sha256
+
+            if not isinstance(self.meta.get("tokenizer_sha256"), str):
+                raise DataError(f"{root}/meta.json: no checksum of tokenizer.json; re-run "
+                                f"`tyr data prepare`")
+            verify_sha256(tok, self.meta["tokenizer_sha256"], "tyr data prepare")
+            self.tokenizer = load_tokenizer(tok, bos=None)  # the BOS is meta.json's bos_id
         return (f"shards {root}: {self.meta.get('tokens', 0):,} tokens, vocab {vocab}, "
                 f"{len(self.train)} steps per epoch")
 
