@@ -148,12 +148,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     cfg, where = _config(args, required=bool(args.file) and not args.config)
     if args.device:
         cfg = merge(cfg, {"train": {"device": args.device}})
-    return train(source, args.model, cfg, where, resume=args.resume, progress=not args.quiet)
+    return train(source, args.model, cfg, where, resume=args.resume, overwrite=args.overwrite,
+                 progress=not args.quiet)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .train.run import forward, read_run, run_weights
 
+    _only(args, "run", ("model",))
     source = _source(args)
     weights, weights_from = None, ""
     if args.run:  # the run's values, with --config/--set on top (not the file beside FILE)
@@ -285,12 +287,17 @@ def build_parser() -> argparse.ArgumentParser:
              "  tyr train examples/gpt/GPT.lean --model gpt\n"
              "  tyr train examples/gpt/GPT.lean --model gpt --set train.max_iters=4000 --resume\n"
              "  tyr train my/LM.lean --model lm --config lm.json --set task.data=data/mine\n"
+             "  tyr train examples/gpt/GPT.lean --model gpt --overwrite   (start runs/gpt over)\n"
              "  torchrun --nproc_per_node=2 -m pytyr.cli train examples/gpt/GPT.lean --model gpt")
     _add_source(t)
     _add_config(t)
     t.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    t.add_argument("--resume", action="store_true",
-                   help="continue exactly from the checkpoint in the run directory")
+    again = t.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true",
+                       help="continue exactly from the checkpoint in the run directory")
+    again.add_argument("--overwrite", action="store_true",
+                       help="replace the run already in the run directory (without it, a "
+                            "fresh run there is refused)")
     t.add_argument("--device", choices=["cpu", "cuda", "auto"],
                    help="where to train (same as --set train.device=…; default auto)")
     t.set_defaults(fn=cmd_train)
