@@ -381,7 +381,12 @@ def main(argv: list[str] | None = None) -> int:
         watch_launcher()
     parser = build_parser()
     args = parser.parse_args(argv)
-    name = f"tyr {args.command}"
+    sub = getattr(args, f"{args.command}_command", None)  # `tyr data prepare`, ...
+    name = f"tyr {args.command}" + (f" {sub}" if sub else "")
+    if launched():
+        from .process import set_command
+
+        set_command(name)
     try:
         return int(args.fn(args) or 0)
     except LeanError as err:

@@ -1,19 +1,34 @@
-"""Process life under a launcher: a rank whose launcher dies ends itself.
+"""Process life under a launcher: a rank whose launcher or a peer dies ends itself, with one
+line that says why.
 
 torchrun's agent is the parent of every rank; killed (SIGKILL, out of memory), it cannot stop
 its children, which would wait in a collective forever or go on writing checkpoints. A rank
 whose parent dies is re-parented (to init or a subreaper), which `watch_launcher` notices
 within a fraction of a second. It starts as the CLI starts (before torch is imported), so
 even a rank still loading its libraries goes when its launcher does.
+
+A rank that dies kills the others' collectives (gloo: "Connection closed by peer") and makes
+the agent send them SIGTERM, whichever comes first. Once the ranks know each other's host and
+pid (`note_peers`, as the process group forms), either way ends with one line naming the rank
+that died (`end_if_peer_died`, and a SIGTERM handler), not a traceback. Peers on other hosts
+cannot be checked from here: their deaths still end this rank, as torch reports them.
 """
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import sys
 import threading
 import time
+from collections.abc import Sequence
+from typing import Any
 
 _started: threading.Thread | None = None
+_command = "tyr"  # how this process's one-line messages start (`tyr train`)
+_peers: dict[int, tuple[str, int]] = {}  # rank → (host, pid) of the others
+_me = 0
+_ending = threading.Lock()  # the one line is printed once, whoever notices first
 
 
 def launched() -> bool:
@@ -48,3 +63,78 @@ def watch_launcher(interval: float = 0.25) -> threading.Thread | None:
     _started = threading.Thread(target=watch, name="tyr-launcher-watch", daemon=True)
     _started.start()
     return _started
+
+
+def set_command(name: str) -> None:
+    """What this process's last line starts with (`tyr train`)."""
+    global _command
+    _command = name
+
+
+def note_peers(table: Sequence[tuple[str, int]], rank: int) -> None:
+    """Remember every rank's (host, pid), in rank order, and end this rank with one line
+    when the launcher stops it (SIGTERM) because a peer died. Call from the main thread."""
+    global _me
+    _me = rank
+    _peers.clear()
+    _peers.update({r: (host, int(pid)) for r, (host, pid) in enumerate(table) if r != rank})
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum: int, frame: Any) -> None:
+        end_if_peer_died(wait=0.5)
+        if callable(previous):  # not a peer's death: as before
+            previous(signum, frame)
+            return
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_term)
+
+
+def _gone(pid: int) -> bool:
+    """Whether the local process `pid` has died (exited, or a zombie not yet reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            pass
+        return False
+
+
+def dead_peer(wait: float = 0.0) -> tuple[int, int] | None:
+    """(rank, pid) of a peer on this host that has died, looking for up to `wait` seconds
+    (a rank ending on an error of its own takes a moment); None when all are alive."""
+    host = socket.gethostname()
+    local = {r: pid for r, (h, pid) in _peers.items() if h == host}
+    deadline = time.monotonic() + wait
+    while True:
+        for rank, pid in sorted(local.items()):
+            if _gone(pid):
+                return rank, pid
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.05)
+
+
+def end_if_peer_died(wait: float = 1.0) -> None:
+    """If a peer has died, print one line naming it and end this process (its collectives
+    cannot go on); else return."""
+    dead = dead_peer(wait)
+    if dead is None:
+        return
+    if _ending.acquire(blocking=False):
+        rank, pid = dead
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            pass
+        print(f"{_command}: rank {rank} (pid {pid}) died; rank {_me} stops too",
+              file=sys.stderr, flush=True)
+    os._exit(1)
