@@ -72,6 +72,16 @@ def _config(args: argparse.Namespace, *, required: bool) -> tuple[dict[str, Any]
     return cfg, str(path) if path is not None else "the command line"
 
 
+def _only(args: argparse.Namespace, command: str, tables: tuple[str, ...]) -> None:
+    """Refuse a `--set` of a table `command` does not read: it would be ignored."""
+    for item in args.set or []:
+        key = item.partition("=")[0]
+        if key.split(".")[0] not in tables:
+            uses = " and ".join(f"{t}.*" for t in tables)
+            raise ConfigError(f"--set {key}: `tyr {command}` uses only {uses} settings, so "
+                              f"this one would be ignored; remove it")
+
+
 def _add_source(p: argparse.ArgumentParser, *, file_required: bool = False) -> None:
     p.add_argument("file", nargs=None if file_required else "?", metavar="FILE.lean",
                    help="the Lean file that defines the model")
@@ -110,6 +120,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_graph(args: argparse.Namespace) -> int:
     from .train.run import graph_values
 
+    _only(args, "graph", ("model", "task", "train"))
     source = _source(args)
     cfg, where = _config(args, required=False)
     graph = source.graph(args.model, graph_values(source, args.model, cfg, where))
@@ -206,12 +217,26 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
 def _sample_overrides(args: argparse.Namespace, keys: tuple[str, ...]) -> dict[str, Any]:
     """The `sample` table of `--set` with the command's own options on top."""
+    _only(args, args.command, ("sample",))
     overrides = parse_set(args.set or []).get("sample", {})
     for key in keys:
         value = getattr(args, key)
         if value is not None:
-            overrides[key] = value
+            overrides[key] = _utf8(value, f"--{key.replace('_', '-')}")
     return overrides
+
+
+def _utf8(value: Any, option: str) -> Any:
+    """A text argument, refused when the bytes given are not UTF-8 (Python carries them as
+    lone surrogates, which no tokenizer takes)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raw = value.encode("utf-8", "surrogateescape")
+            raise ConfigError(f"{option} is not UTF-8 text (byte 0x{raw[err.start]:02x} at "
+                              f"offset {err.start})") from None
+    return value
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -222,7 +247,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     run = read_run(run_dir)
     source = _source_from_origin(run["origin"], f"{run_dir}/run.json")
     overrides = _sample_overrides(args, ("max_new_tokens", "temperature", "top_k", "seed"))
-    session = open_chat(source, run_dir, overrides, stop=args.stop)
+    session = open_chat(source, run_dir, overrides, stop=_utf8(args.stop, "--stop"))
     interactive = sys.stdin.isatty()
     if interactive:
         print(f"chatting with {run_dir} (the model continues your text; Ctrl-D ends)",
@@ -235,7 +260,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
     def warn(message: str) -> None:
         print(f"tyr chat: {message}", file=sys.stderr)
 
-    converse(session, sys.stdin, write, warn, prompt="> " if interactive else "")
+    lines = getattr(sys.stdin, "buffer", sys.stdin)  # bytes: a line that is not UTF-8 is named
+    converse(session, lines, write, warn, prompt="> " if interactive else "")
     return 0
 
 
