@@ -235,15 +235,20 @@ def read_run(run_dir: Path) -> dict[str, Any]:
     problem = stamp_problem(run)
     if problem and "checksum" in run:
         raise ConfigError(f"{path}: damaged: {problem}; the run cannot be used")
-    if problem and str(path) not in _noted:
+    for key, kind in (("origin", dict), ("model", str), ("values", dict), ("task", dict)):
+        if key not in run:
+            raise ConfigError(f"{path}: missing '{key}'; is this the output directory of "
+                              f"`tyr train`?")
+        if not isinstance(run[key], kind):
+            raise ConfigError(f"{path}: '{key}' must be a {'string' if kind is str else 'table'}")
+    origin = run["origin"]
+    if not any(isinstance(origin.get(k), str) for k in ("file", "lib")):
+        raise ConfigError(f"{path}: 'origin' names no Lean file or library")
+    if problem and str(path) not in _noted:  # a record of an older tyr, otherwise whole
         _noted.add(str(path))
         print(f"note: {path}: written before run records carried checksums; it cannot be "
               f"verified", file=sys.stderr)
     run.pop("checksum", None)
-    for key in ("origin", "model", "values", "task"):
-        if key not in run:
-            raise ConfigError(f"{run_dir}/run.json: missing '{key}'; is this the output "
-                              f"directory of `tyr train`?")
     return run
 
 
