@@ -5,7 +5,8 @@ checkpoint's state.json, a data set's meta.json). A JSON record that must not ch
 it is written (state.json, run.json, meta.json) carries the SHA-256 of its own value under
 `checksum` (`stamped`): of the value, not the text, so re-indenting the file or writing
 `1E0` for `1e0` is harmless, while any change of a value, key or structure is found by
-`stamp_problem`. hashlib's SHA-256 runs at about 1-2 GB/s a core (docs/checkpoints.md).
+`stamp_problem`. hashlib's SHA-256 reads about 1 GiB/s on one loaded core here
+(docs/own-data.md#where-the-runs-go).
 """
 from __future__ import annotations
 
