@@ -73,11 +73,13 @@ def set_command(name: str) -> None:
 
 def note_peers(table: Sequence[tuple[str, int]], rank: int) -> None:
     """Remember every rank's (host, pid), in rank order, and end this rank with one line
-    when the launcher stops it (SIGTERM) because a peer died. Call from the main thread."""
+    when the launcher stops it (SIGTERM) because a peer died (from the main thread)."""
     global _me
     _me = rank
     _peers.clear()
     _peers.update({r: (host, int(pid)) for r, (host, pid) in enumerate(table) if r != rank})
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal handlers belong to the main thread; the exception path still works
     previous = signal.getsignal(signal.SIGTERM)
 
     def on_term(signum: int, frame: Any) -> None:
@@ -89,6 +91,11 @@ def note_peers(table: Sequence[tuple[str, int]], rank: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, on_term)
+
+
+def forget_peers() -> None:
+    """The ranks' last collective is done: from now on a peer that ends is no news."""
+    _peers.clear()
 
 
 def _gone(pid: int) -> bool:

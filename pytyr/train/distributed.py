@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from pytyr.errors import ConfigError, TyrError
-from pytyr.process import end_if_peer_died, note_peers, watch_launcher
+from pytyr.process import end_if_peer_died, forget_peers, note_peers, watch_launcher
 
 BACKEND_VAR = "TYR_DIST_BACKEND"  # forces a backend, e.g. gloo on a machine with GPUs
 
@@ -260,6 +260,12 @@ def gather(obj: Any) -> list[Any] | None:
 def barrier() -> None:
     if active():
         torch.distributed.barrier()
+
+
+def parting() -> None:
+    """Say that this rank's last collective is done: the others may end from here on (rank 0
+    still samples after the rest have gone), and that is no peer's death."""
+    forget_peers()
 
 
 @contextlib.contextmanager

@@ -191,6 +191,7 @@ def _train(source: ModelSource, graph: Graph, model: str, config: dict[str, Any]
                                               if k not in _PLACE_OPTIONS}}
     history = engine.run(resume=resume, progress=progress)
     weights = engine.weights()  # on every rank: a sharded model gathers its tensors
+    distributed.parting()  # the last collective: a rank that ends from here on is no news
     if not main:
         return 0
     last = history["evals"][-1]
