@@ -21,7 +21,7 @@ from torch import nn
 
 from integrity_runs import bpe_args, bpe_run, bpe_shards, char_args, char_run
 from pytyr.cli import main
-from pytyr.errors import CheckpointError, TyrError
+from pytyr.errors import CheckpointError
 from pytyr.train.checkpoint import load_checkpoint, save_checkpoint
 
 def slow(examples: int) -> settings:
@@ -332,7 +332,3 @@ def test_a_byte_flip_in_a_shard_directory_is_detected_or_harmless(bpe, tmp_path,
     else:
         assert name.endswith(".json") and json.loads((shards / name).read_bytes()) == \
             json.loads(original), f"a flip in {name} was used"
-
-
-def test_tyr_errors_are_one_family():
-    assert issubclass(CheckpointError, TyrError)

@@ -89,6 +89,24 @@ def test_empty_or_unsafe_out_is_refused_before_work(tmp_path, cache, monkeypatch
     assert list(work.iterdir()) == [] and not (tmp_path / "run.json").exists()
 
 
+@settings(max_examples=200, deadline=None)
+@given(value=st.text(st.sampled_from("/.~ a\0"), max_size=8))
+def test_any_out_is_a_directory_of_its_own_or_one_line(value):
+    from pytyr.errors import ConfigError
+    from pytyr.train.rundir import check_out
+
+    try:
+        path = check_out(value, "gpt", "cfg")
+    except ConfigError as err:
+        assert str(err).startswith("cfg: 'out' ") or "run directory" in str(err)
+        assert "\n" not in str(err)
+        return
+    real = Path(os.path.realpath(path))
+    cwd = Path(os.path.realpath(os.getcwd()))
+    assert value.strip() and real != Path("/") and real != Path.home().resolve()
+    assert real != cwd and real not in cwd.parents  # strictly inside or beside
+
+
 def test_an_out_in_use_by_another_process_is_refused_at_once(tmp_path, cache, capsys):
     run = tmp_path / "busy"
     run.mkdir()

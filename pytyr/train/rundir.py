@@ -48,7 +48,8 @@ def check_out(value: str | None, model: str, where: str) -> Path:
                           f"runs/{model}")
     if "\0" in value:
         raise ConfigError(f"{where}: 'out' contains a NUL character; {hint}")
-    path = Path(value).expanduser()
+    # `~` and `~/...` as a shell would (a config value is not expanded by one); `~user` is not
+    path = Path(value).expanduser() if value == "~" or value.startswith("~/") else Path(value)
     real = Path(os.path.realpath(path))
     cwd = Path(os.path.realpath(os.getcwd()))
     home = Path(os.path.realpath(Path.home()))
