@@ -86,9 +86,9 @@ def note_peers(table: Sequence[tuple[str, int]], rank: int) -> None:
         end_if_peer_died(wait=0.5)
         if callable(previous):  # not a peer's death: as before
             previous(signum, frame)
-            return
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
+        elif previous != signal.SIG_IGN:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, on_term)
 
@@ -120,6 +120,8 @@ def dead_peer(wait: float = 0.0) -> tuple[int, int] | None:
     (a rank ending on an error of its own takes a moment); None when all are alive."""
     host = socket.gethostname()
     local = {r: pid for r, (h, pid) in _peers.items() if h == host}
+    if not local:
+        return None
     deadline = time.monotonic() + wait
     while True:
         for rank, pid in sorted(local.items()):

@@ -213,3 +213,38 @@ def test_a_dead_rank_ends_the_other_with_one_line_naming_it(tmp_path, cache, vic
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and "Traceback" not in err, err
     assert f"rank {victim} (pid {ranks[victim]})" in lines[0] and "tyr train: " in lines[0]
+
+
+def test_the_launchers_sigterm_after_a_peers_death_is_one_line_naming_it():
+    # The agent may stop a rank (SIGTERM) before its collective fails: the same one line.
+    code = ("import os, signal, socket, subprocess, sys, time\n"
+            "from pytyr import process\n"
+            "peer = subprocess.Popen([sys.executable, '-c', 'pass'])\n"
+            "peer.wait()\n"  # reaped: gone, as the agent leaves a dead rank
+            "process.set_command('tyr train')\n"
+            "process.note_peers([(socket.gethostname(), os.getpid()),"
+            " (socket.gethostname(), peer.pid)], 0)\n"
+            "print(peer.pid, flush=True)\n"
+            "os.kill(os.getpid(), signal.SIGTERM)\n"
+            "time.sleep(5)\n"
+            "print('not ended', flush=True)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, cwd=ROOT)
+    pid = res.stdout.split()[0]
+    assert res.returncode == 1 and "not ended" not in res.stdout
+    assert res.stderr.strip() == f"tyr train: rank 1 (pid {pid}) died; rank 0 stops too"
+
+
+def test_a_sigterm_without_a_dead_peer_ends_as_before_and_forgotten_peers_are_no_news():
+    code = ("import os, signal, socket, sys, time\n"
+            "from pytyr import process\n"
+            "process.note_peers([(socket.gethostname(), os.getpid()),"
+            " (socket.gethostname(), os.getppid())], 0)\n"
+            "assert process.dead_peer() is None\n"
+            "process.forget_peers()\n"
+            "assert process.dead_peer(wait=5) is None\n"
+            "os.kill(os.getpid(), signal.SIGTERM)\n"
+            "time.sleep(5)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, cwd=ROOT)
+    assert res.returncode == -15 and res.stderr == "", res.stderr
