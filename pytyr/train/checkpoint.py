@@ -299,8 +299,8 @@ def _file_problem(path: Path, entry: dict[str, Any]) -> str | None:
         return None
     got = file_sha256(path)
     if got != want:
-        return (f"is damaged: its SHA-256 is {got[:16]}…, state.json recorded {str(want)[:16]}… "
-                f"(changed since it was written)")
+        return (f"is damaged: its SHA-256 is {got[:16]}…, state.json recorded "
+                f"{str(want)[:16]}… (changed since it was written)")
     return None
 
 
