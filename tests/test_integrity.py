@@ -201,6 +201,18 @@ def test_run_weights_are_verified_by_every_command(char, tmp_path):
     for key in ("sample", "export", "run", "resume"):
         assert isinstance(got[key], tuple), key
         assert "model.safetensors" in _one_line(got[key][1])
+    # a checkpoint directory given as --weights is verified too
+    import io
+    from contextlib import redirect_stderr
+
+    err = io.StringIO()
+    with redirect_stderr(err):
+        code = main(["run", "examples/gpt/GPT.lean", "--model", "gptLogits", "--weights",
+                     str(run / "ckpt"), "--set", "model.c.n_layer=1", "--set", "model.c.n_head=2",
+                     "--set", "model.c.head_dim=8", "--set", "model.c.block=16",
+                     "--inputs", str(tmp_path / "scratch" / "idx.safetensors"),
+                     "-o", str(tmp_path / "o.st")])
+    assert code == 1 and "model.safetensors" in _one_line(err.getvalue())
 
 
 def test_an_edited_cache_meta_is_not_used(char, tmp_path):
