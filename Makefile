@@ -6,7 +6,7 @@
 #   make check    check the Lean sources with `tyr check`
 #   make lean-headers  the real Lean 4.35 front end on every .lean file's header
 #   make lint     pyflakes-level checks of the Python sources (ruff)
-#   make venv     only create/update the virtualenv
+#   make venv     only create/update the virtualenv (Python 3.11–3.13: PYTHON=python3.12)
 #   make clean    remove caches and build leftovers (keeps .venv, runs/, out/)
 #   make distclean  clean, and also remove .venv, .lake and .cache (the real Lean)
 #
@@ -20,6 +20,10 @@ SHELL := bash
 .DEFAULT_GOAL := help
 
 PYTHON      ?= python3
+# The Pythons that pyproject.toml's requires-python admits (tests/test_install.py keeps the
+# two in step); a new virtualenv is made only with one of them.
+PYTHON_MIN  := 3.11
+PYTHON_MAX  := 3.13
 VENV        ?= .venv
 VENV_PY     := $(VENV)/bin/python
 TYR         := $(VENV)/bin/tyr
@@ -36,17 +40,30 @@ CHECK_FILES ?= $(wildcard Tyr.lean) \
                $(filter-out Tyr/Meta/% Tyr/Export.lean,$(sort $(wildcard Tyr/*.lean))) \
                $(sort $(shell find examples -name '*.lean' 2>/dev/null))
 
-.PHONY: help venv train test bench check lean-headers lint clean distclean
+.PHONY: help venv check-python train test bench check lean-headers lint clean distclean
 
 help:
 	@sed -n '3,12s/^# \{0,1\}//p' $(firstword $(MAKEFILE_LIST))
 
 venv: $(STAMP)
 
+# One line when $(PYTHON) is missing or of another version, before anything is made.
+check-python:
+	@v=$$("$(PYTHON)" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null) \
+	  || { echo "error: Tyr needs Python $(PYTHON_MIN)–$(PYTHON_MAX); '$(PYTHON)' does not run" \
+	       "— set PYTHON=python$(PYTHON_MAX)" >&2; exit 1; }; \
+	min=$$(echo "$(PYTHON_MIN)" | cut -d. -f2); max=$$(echo "$(PYTHON_MAX)" | cut -d. -f2); \
+	major=$$(echo "$$v" | cut -d. -f1); minor=$$(echo "$$v" | cut -d. -f2); \
+	if [ "$$major" != 3 ] || [ "$$minor" -lt "$$min" ] || [ "$$minor" -gt "$$max" ]; then \
+	  echo "error: Tyr needs Python $(PYTHON_MIN)–$(PYTHON_MAX); found $$v ($(PYTHON))" \
+	       "— set PYTHON=python$(PYTHON_MAX)" >&2; exit 1; \
+	fi
+
 # (Re)install when pyproject.toml is newer than the stamp. The stamp lives inside
 # the venv, so removing .venv also forces a fresh install.
 $(STAMP): pyproject.toml
 	@if [ ! -x "$(VENV_PY)" ] || ! "$(VENV_PY)" -c 'import sys' >/dev/null 2>&1; then \
+	  $(MAKE) --no-print-directory check-python PYTHON="$(PYTHON)"; \
 	  echo ">> creating virtualenv $(VENV) with $$($(PYTHON) --version 2>&1)"; \
 	  $(PYTHON) -m venv "$(VENV)"; \
 	fi

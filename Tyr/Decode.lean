@@ -28,8 +28,9 @@ def gqaAttention {b h g t d : Nat} (q : T #[b, h, t, d]) (k v : T #[b, g, t, d])
 
 /-- Rotary embedding at the positions `pos`: row `i` is turned by the angles of position
 `pos[i]`, with the tables of `rotary` (which is `rotaryAt` at positions `0 … t-1`). For the
-`t` new tokens of a decoding step, at positions `p … p+t-1`; any bound `n` (a rotation has no
-table to index). -/
+`t` new tokens of a decoding step, at positions `p … p+t-1` of a context of `n` (the tables'
+positions, as for `rotary`; a cache's length). The positions' length is the sequence axis of
+the heads layout, so positions for another axis are a type error. -/
 def rotaryAt {b h t k n : Nat} (x : T #[b, h, t, 2 * k]) (pos : IT #[t] n)
     (base : Float := 10000.0) : T #[b, h, t, 2 * k] :=
   prim "rotary_at" [x.node, pos.node] [.float "base" base]

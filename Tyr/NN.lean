@@ -37,15 +37,26 @@ def rmsNorm4 {b h t d : Nat} (x : T #[b, h, t, d]) (eps : Float := 1e-6) : T #[b
   prim "rms_norm4" [x.node] [.float "eps" eps]
 
 /-- Rotary position embedding over the head dimension, written `2 * k` so that its evenness is
-part of the type (a head of odd width cannot be typed). Position `p` (`0 … t-1`) and frequency
+part of the type (a head of odd width cannot be typed), at the positions `0 … t-1` of the
+sequence axis `t` of the heads layout `[b, h, t, 2 * k]`. Position `p` and frequency
 `ωᵢ = base ^ (-i / k)` (`i < k`) give the angle `θ = p ωᵢ`; the halves `x₁ = x[…, :k]` and
 `x₂ = x[…, k:]` ("rotate half", as nanochat and GPT-NeoX pair them) are rotated as
 `y₁ = x₁ cos θ + x₂ sin θ`, `y₂ = x₂ cos θ - x₁ sin θ` (nanochat's sign convention: each pair
 `(x₁ᵢ, x₂ᵢ)` turned by `-θ`; the scores `q·k` depend only on the difference of positions either
-way). As with `splitHeads`, the width must be *written* as a product (a config's
-`2 * half_dim`); for a literal width give the half: `rotary (k := 8) x` on `T #[2, 4, 8, 16]`. -/
-def rotary {b h t k : Nat} (x : T #[b, h, t, 2 * k]) (base : Float := 10000.0) :
-    T #[b, h, t, 2 * k] :=
+way).
+
+The positions are typed: like `rows` of a position table, rotary reads the first `t` rows of
+cos/sin tables of `n` positions (a model's longest context), so the caller passes the
+hypothesis `hT : t ≤ n` that its `t` tokens are a context of at most `n`, the model's own
+(`hT : t ≤ c.block`). That ties the rotated axis to the model's sequence: in the `[b, t, h, d]`
+layout the positions would be the heads, and the hypothesis about `t` does not fit
+(`c.n_head ≤ ?n` is expected); a decoding step, whose new tokens sit at positions of their
+own, has no such hypothesis and rotates with `rotaryAt x pos` (`Tyr.Decode`). As with
+`splitHeads`, the width must be *written* as a product (a config's `2 * half_dim`); for a
+literal width give the half, and the table, by name: `rotary (k := 8) (n := 8) x (by decide)`
+on `T #[2, 4, 8, 16]`. -/
+def rotary {b h t k n : Nat} (x : T #[b, h, t, 2 * k]) (hT : t ≤ n)
+    (base : Float := 10000.0) : T #[b, h, t, 2 * k] :=
   prim "rotary" [x.node] [.float "base" base]
 
 /-- Split the width `h * d` into `h` heads of size `d`. The width must be *written* as a

@@ -13,7 +13,10 @@ shapes). As in `Tyr.Ops`, typing depends on the rank, so each rank has its own n
   heads layout `[b, h, t, d]`;
 * a split of `m + n` or `m * n` must be *written* as that sum or product (a config's
   `txt_len + img_tokens`), as for `splitHeads`: unification does not invert `+` or `*` on a
-  number. With literal shapes give a part by name: `frontSeq3 (m := 1) x` on `T #[2, 17, 8]`.
+  number. With literal shapes give the second summand by name, `frontSeq3 (n := 16) x` on
+  `T #[2, 17, 8]`: `?m + 16` unifies with `17` by its offset, `1 + ?n` does not (`+` recurses
+  on its second argument), so `(m := 1)` is no help; a product needs both factors by name,
+  `splitLast (m := 2) (n := 4) x` on `T #[3, 8]`.
 -/
 
 namespace torch

@@ -24,11 +24,12 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 from bench import (ROOT, Row, checker, cpu_kernels, data, diffusion, executor,  # noqa: E402
-                   flux, gpt, kernels, load_average, nanochat, safetensors_load)
+                   flux, gpt, kernels, load_average, lsp, nanochat, safetensors_load)
 
 BENCHMARKS = {"checker": checker, "cpu_kernels": cpu_kernels, "data": data,
               "diffusion": diffusion, "executor": executor, "flux": flux, "gpt": gpt,
-              "kernels": kernels, "nanochat": nanochat, "safetensors": safetensors_load}
+              "kernels": kernels, "lsp": lsp, "nanochat": nanochat,
+              "safetensors": safetensors_load}
 # benchmarks whose run() also times the torch.compile path when asked (--compile)
 COMPILABLE = {"gpt"}
 COLUMNS = ("benchmark", "median ms", "p90 ms", "ratio", "goal", "verdict", "load", "")

@@ -8,13 +8,15 @@ Every command that takes a model reads one config (a JSON object with tables `mo
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Any, NoReturn
 
 from .config import merge, parse_set, read_json
-from .errors import ConfigError, LeanError, TyrError
+from .errors import ConfigError, Interrupted, LeanError, TyrError
+from .export import FORMATS as EXPORT_FORMATS
 from .paths import input_file
 
 
@@ -97,6 +99,12 @@ def _add_config(p: argparse.ArgumentParser) -> None:
                    help="override a config value, e.g. train.lr=3e-4 or model.c.n_layer=2")
 
 
+def _add_checkpoint(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--checkpoint", choices=["best", "last"], default="best",
+                   help="a run's weights: best (the lowest validation loss; the default, where "
+                        "the run has one) or last (the last step's)")
+
+
 # -- commands -------------------------------------------------------------------------------
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -164,50 +172,59 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .train.run import forward, read_run, run_weights
+    from .hf import find_hf_config, model_values, read_hf_config
+    from .train.forward_weights import forward_with_weights
+    from .train.run import checkpoint_dir, read_run, run_weights
 
     _only(args, "run", ("model",))
     source = _source(args)
+    explicit = read_json(Path(args.config), "config") if args.config else {}
+    explicit = merge(explicit, parse_set(args.set or []))
     weights, weights_from = None, ""
     if args.run:  # the run's values, with --config/--set on top (not the file beside FILE)
         run = read_run(Path(args.run))
-        cfg = read_json(Path(args.config), "config") if args.config else {}
-        cfg, where = merge(cfg, parse_set(args.set or [])), args.config or "the command line"
-        values = merge(run["values"], cfg.get("model", {}))
-        weights, weights_from = run_weights(Path(args.run)), f"{args.run}/ckpt"
+        base, base_where = run["values"], f"{args.run}/run.json"
+        weights = run_weights(Path(args.run), args.checkpoint)
+        weights_from = str(checkpoint_dir(Path(args.run), args.checkpoint))
     else:
-        cfg, where = _config(args, required=False)
-        values = cfg.get("model", {})
-    if args.weights:
-        from .safetensors import open_checkpoint
-        from .train.checkpoint import STATE_FILE, read_weights, resolve
-
-        if (resolve(args.weights) / STATE_FILE).is_file():  # a checkpoint: verified
-            weights = read_weights(args.weights)
-        else:
-            with open_checkpoint(args.weights) as ck:
-                weights = {n: ck.tensor(n).clone() for n in ck.tensors}
-        weights_from = args.weights
-    if not isinstance(values, dict):
-        raise ConfigError(f"{where}: 'model' must be a table")
+        beside = Path(args.file).parent / "config.json" if args.file and not args.config else None
+        on_disk = beside is not None and beside.is_file()
+        base = read_json(beside, "config").get("model", {}) if on_disk else {}
+        base_where = str(beside)
+    over = explicit.get("model", {})
+    for table, where in ((base, base_where), (over, args.config or "the command line")):
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where}: 'model' must be a table")
+    # a Hugging Face config.json goes over the example's values, under the command line's
+    hf_path, named = find_hf_config(args.weights, args.hf_config)
+    hf = read_hf_config(hf_path, named) if hf_path is not None else None
+    if hf_path is not None and hf is None:
+        print(f"{hf_path} is not a Hugging Face config (no model_type, no architectures): "
+              f"not read")
+    for line in hf.describe(over) if hf is not None else []:
+        print(line)
     out = Path(args.output)
-    outputs = forward(source, args.model, values, Path(args.inputs), out, weights=weights,
-                      weights_from=weights_from, seed=args.seed)
+    outputs = forward_with_weights(source, args.model, model_values(base, hf, over),
+                                   Path(args.inputs), out, weights=weights,
+                                   weights_from=weights_from, weights_path=args.weights, hf=hf,
+                                   ignore=args.ignore_key or [], seed=args.seed)
     shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in outputs.items())
-    print(f"wrote {out}: {shapes}" + ("" if weights is not None else
-                                      " (freshly initialised weights: give --weights or --run)"))
+    fresh = weights is None and not args.weights
+    print(f"wrote {out}: {shapes}" + (" (freshly initialised weights: give --weights or --run)"
+                                      if fresh else ""))
     return 0
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
-    from .train.run import read_run, sample
+    from .train.run import describe_checkpoint, read_run, sample
 
     overrides = _sample_overrides(args, ("prompt", "max_new_tokens", "temperature", "top_k",
                                          "seed", "model"))
     run_dir = Path(args.run)
     run = read_run(run_dir)
     source = _source_from_origin(run["origin"], f"{run_dir}/run.json")
-    made = sample(source, run_dir, overrides)
+    print(f"weights: {describe_checkpoint(run_dir, args.checkpoint)}", file=sys.stderr)
+    made = sample(source, run_dir, overrides, args.checkpoint)
     if made.text is not None:
         print(made.text)
     for path in made.files:
@@ -240,17 +257,20 @@ def _utf8(value: Any, option: str) -> Any:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from .train.chat import converse, open_chat
-    from .train.run import read_run
+    from .train.chat import converse, newest_chat_run, open_chat
+    from .train.run import describe_checkpoint, read_run
 
-    run_dir = Path(args.run)
+    run_dir = Path(args.run) if args.run else newest_chat_run(Path("runs"))
     run = read_run(run_dir)
     source = _source_from_origin(run["origin"], f"{run_dir}/run.json")
     overrides = _sample_overrides(args, ("max_new_tokens", "temperature", "top_k", "seed"))
-    session = open_chat(source, run_dir, overrides, stop=_utf8(args.stop, "--stop"))
+    session = open_chat(source, run_dir, overrides, stop=_utf8(args.stop, "--stop"),
+                        checkpoint=args.checkpoint)
     interactive = sys.stdin.isatty()
-    if interactive:
-        print(f"chatting with {run_dir} (the model continues your text; Ctrl-D ends)",
+    if interactive or not args.run:
+        print(f"chatting with {describe_checkpoint(run_dir, args.checkpoint)}"
+              + ("" if args.run else ", the newest language model under runs/")
+              + (" (the model continues your text; Ctrl-D ends)" if interactive else ""),
               file=sys.stderr)
 
     def write(text: str) -> None:
@@ -268,9 +288,15 @@ def cmd_chat(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from .export import export_run
 
-    out = export_run(args.format, Path(args.run), Path(args.out))
+    out = export_run(args.format, Path(args.run), Path(args.out), args.checkpoint)
     print(f"wrote {out} ({args.format})")
     return 0
+
+
+def _hf_mapping() -> str:
+    from .hf import mapping_help
+
+    return mapping_help()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -337,13 +363,28 @@ def build_parser() -> argparse.ArgumentParser:
              "  tyr run examples/gpt/GPT.lean --model gptLogits --run runs/gpt "
              "--inputs idx.safetensors -o logits.safetensors\n"
              "  tyr run --lib build/lib/libTyrModels.so --model mlp --set model.c.inputs=2 "
-             "--set model.c.hidden=64 --set model.c.classes=3 --inputs xy.safetensors")
+             "--set model.c.hidden=64 --set model.c.classes=3 --inputs xy.safetensors\n"
+             "  tyr run examples/bert/Bert.lean --model bert --weights bert-base-uncased/ "
+             "--inputs x.safetensors\n\n"
+             "a Hugging Face checkpoint: config.json in the --weights directory (or beside the "
+             "file, or --hf-config FILE)\nfills the model's config by name, over the config "
+             "beside FILE.lean and under --config/--set;\nkeys that are no parameter of the "
+             "model are left out and named in the output:\n" + _hf_mapping())
     _add_source(r)
     _add_config(r)
     r.add_argument("--inputs", required=True, metavar="FILE",
                    help="safetensors file of the model's inputs")
-    r.add_argument("--weights", metavar="PATH", help="safetensors file or directory")
+    r.add_argument("--weights", metavar="PATH",
+                   help="safetensors file or directory (shards with or without "
+                        "model.safetensors.index.json); pickles (pytorch_model.bin) are refused")
+    r.add_argument("--hf-config", metavar="FILE",
+                   help="a Hugging Face config.json (default: config.json in the --weights "
+                        "directory or beside the file); --config and --set win over it")
+    r.add_argument("--ignore-key", action="append", metavar="PATTERN",
+                   help="leave out the weights' keys this glob matches (repeatable; each must "
+                        "match a key); named in the output")
     r.add_argument("--run", metavar="DIR", help="a `tyr train` run directory")
+    _add_checkpoint(r)
     r.add_argument("-o", "--output", default="outputs.safetensors", metavar="FILE")
     r.add_argument("--seed", type=int, default=0, help="of fresh weights (without --weights)")
     r.set_defaults(fn=cmd_run)
@@ -362,6 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int)
     s.add_argument("--model", help="the @[model] that gives logits")
     s.add_argument("--set", action="append", metavar="sample.KEY=VALUE")
+    _add_checkpoint(s)
     s.set_defaults(fn=cmd_sample)
 
     ch = _sub(sub, "chat", "talk to a trained language model, a reply per line",
@@ -371,32 +413,37 @@ def build_parser() -> argparse.ArgumentParser:
               "models are pretrained on plain text: they continue your text, not follow it.",
               "  tyr chat --run runs/nanochat\n"
               "  echo 'The president said' | tyr chat --run runs/nanochat --temperature 0")
-    ch.add_argument("--run", default="runs/nanochat", metavar="DIR",
-                    help="output directory of `tyr train` of a language model "
-                         "(default %(default)s)")
+    ch.add_argument("--run", metavar="DIR",
+                    help="output directory of `tyr train` of a language model (default: the "
+                         "newest one under runs/)")
     ch.add_argument("--max-new-tokens", type=int, help="most tokens per reply")
     ch.add_argument("--temperature", type=float)
     ch.add_argument("--top-k", type=int)
     ch.add_argument("--seed", type=int)
     ch.add_argument("--stop", metavar="TEXT", help="end a reply where it writes TEXT")
     ch.add_argument("--set", action="append", metavar="sample.KEY=VALUE")
+    _add_checkpoint(ch)
     ch.set_defaults(fn=cmd_chat)
 
     e = _sub(sub, "export", "export a trained run to another framework's format",
-             "Export a trained run. hf-gpt2: the GPT example's checkpoint as a Hugging Face "
-             "GPT-2 directory (config.json + model.safetensors with GPT-2 key names), which "
-             "transformers.GPT2LMHeadModel.from_pretrained loads.",
-             "  tyr export --format hf-gpt2 runs/gpt out/gpt2")
-    e.add_argument("--format", required=True, choices=["hf-gpt2"])
+             "Export a trained language-model run as a Hugging Face directory (config.json, "
+             "model.safetensors, tokenizer files, generation_config.json) that "
+             "AutoTokenizer and AutoModelForCausalLM load: the GPT example as GPT-2 "
+             "(hf-gpt2), nanochat as NanoChat (hf-nanochat); hf picks by the weights.",
+             "  tyr export --format hf runs/gpt out/gpt2")
+    e.add_argument("--format", required=True, choices=list(EXPORT_FORMATS))
     e.add_argument("run", metavar="RUN_DIR")
     e.add_argument("out", metavar="OUT_DIR")
+    _add_checkpoint(e)
     e.set_defaults(fn=cmd_export)
 
     from .data.commands import register as register_data
+    from .lsp.commands import register as register_lsp
     from .safetensors.commands import register as register_safetensors
 
     register_data(sub)
     register_safetensors(sub)
+    register_lsp(sub)
     return p
 
 
@@ -418,12 +465,23 @@ def main(argv: list[str] | None = None) -> int:
     except LeanError as err:
         print(err, file=sys.stderr)  # already `file:line:col: error: ...` lines
         return 1
+    except Interrupted as err:  # a run that stopped cleanly: the shell's code for the signal
+        if os.environ.get("RANK", "0") == "0":  # said once, by rank 0, under torchrun
+            print(f"{name}: {err}", file=sys.stderr)
+        return err.exit_code
     except TyrError as err:
         print(f"{name}: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)
         return 130
+    except Exception as err:  # a bug of tyr's, not the user's: still one line, no traceback
+        if os.environ.get("TYR_DEBUG"):
+            raise
+        text = " ".join(str(err).split())[:300]
+        print(f"{name}: internal error: {type(err).__name__}: {text} (a bug in tyr; "
+              "TYR_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return 70  # EX_SOFTWARE
 
 
 if __name__ == "__main__":

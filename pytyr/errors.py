@@ -62,6 +62,15 @@ class ConfigError(TyrError):
     """A bad configuration value: names the key and what was expected."""
 
 
+class Interrupted(TyrError):
+    """A run stopped by a signal at a step boundary, after writing its checkpoint and outputs;
+    `exit_code` is the shell's for that signal (130 for SIGINT, 143 for SIGTERM)."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 class CheckpointError(TyrError):
     """A training checkpoint that is missing, incomplete or does not fit the run; lists every
     problem found."""

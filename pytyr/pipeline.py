@@ -63,49 +63,54 @@ class LeanModels:
                           source=f"{self.path}:{model}")
 
     def declaration(self, model: str) -> ModelDecl:
-        from .lean.defeq import Normalizer
-        from .lean.terms import App, Arr, Lit, MetaCtx, Prod, Proj, Var, show
+        return model_declaration(self.prog, model)
 
-        info = self.prog.find_model(model)
-        whnf = Normalizer(MetaCtx(), self.prog.env.unfold)
-        nats = {p.uid: p.name for p in info.params if whnf(p.type) == App("Nat")}
-        names = {p.uid: p.name for p in info.params}
 
-        def dim(d: object) -> Dim:
-            d = whnf(d)
-            if isinstance(d, Var):
-                return nats.get(d.uid)
-            if isinstance(d, Lit):
-                return d.n
-            if isinstance(d, Proj) and isinstance(d.e, Var) and d.e.uid in names:
-                return (names[d.e.uid], d.field)
+def model_declaration(prog: Any, model: str) -> ModelDecl:
+    """What the declaration of `model` in the checked program `prog` says (see `ModelDecl`)."""
+    from .lean.defeq import Normalizer
+    from .lean.terms import App, Arr, Lit, MetaCtx, Prod, Proj, Var, show
+
+    info = prog.find_model(model)
+    whnf = Normalizer(MetaCtx(), prog.env.unfold)
+    nats = {p.uid: p.name for p in info.params if whnf(p.type) == App("Nat")}
+    names = {p.uid: p.name for p in info.params}
+
+    def dim(d: object) -> Dim:
+        d = whnf(d)
+        if isinstance(d, Var):
+            return nats.get(d.uid)
+        if isinstance(d, Lit):
+            return d.n
+        if isinstance(d, Proj) and isinstance(d.e, Var) and d.e.uid in names:
+            return (names[d.e.uid], d.field)
+        return None
+
+    def dims(ty: object) -> tuple[Dim, ...] | None:
+        if not (isinstance(ty, App) and ty.head in ("torch.T", "torch.IT") and ty.args
+                and isinstance(ty.args[0], Arr)):
             return None
+        return tuple(dim(d) for d in ty.args[0].items)
 
-        def dims(ty: object) -> tuple[Dim, ...] | None:
-            if not (isinstance(ty, App) and ty.head in ("torch.T", "torch.IT") and ty.args
-                    and isinstance(ty.args[0], Arr)):
-                return None
-            return tuple(dim(d) for d in ty.args[0].items)
-
-        inputs = []
-        for p in info.params:
-            ty = whnf(p.type)
-            ds = dims(ty)
-            if ds is None:
-                continue
-            assert isinstance(ty, App)
-            plain = tuple(d if isinstance(d, (str, int)) else None for d in ds)
-            bound = dim(ty.args[1]) if ty.head == "torch.IT" and len(ty.args) == 2 else None
-            inputs.append(InputDecl(p.name, "i64" if ty.head == "torch.IT" else "f32",
-                                    plain, show(ty).replace("torch.", ""), bound))
-        results, res = [], whnf(info.result)
-        while isinstance(res, Prod):
-            results.append(dims(whnf(res.a)))
-            res = whnf(res.b)
-        results.append(dims(res))
-        pos = info.pos
-        return ModelDecl(info.name, f"{pos.file}:{pos.line}:{pos.col}", tuple(inputs),
-                         tuple(nats.values()), tuple(results))
+    inputs = []
+    for p in info.params:
+        ty = whnf(p.type)
+        ds = dims(ty)
+        if ds is None:
+            continue
+        assert isinstance(ty, App)
+        plain = tuple(d if isinstance(d, (str, int)) else None for d in ds)
+        bound = dim(ty.args[1]) if ty.head == "torch.IT" and len(ty.args) == 2 else None
+        inputs.append(InputDecl(p.name, "i64" if ty.head == "torch.IT" else "f32",
+                                plain, show(ty).replace("torch.", ""), bound))
+    results, res = [], whnf(info.result)
+    while isinstance(res, Prod):
+        results.append(dims(whnf(res.a)))
+        res = whnf(res.b)
+    results.append(dims(res))
+    pos = info.pos
+    return ModelDecl(info.name, f"{pos.file}:{pos.line}:{pos.col}", tuple(inputs),
+                     tuple(nats.values()), tuple(results))
 
 
 def graph_from_lean(path: str | Path, model: str, values: dict[str, Any]) -> Graph:

@@ -12,6 +12,9 @@ the agent send them SIGTERM, whichever comes first. Once the ranks know each oth
 pid (`note_peers`, as the process group forms), either way ends with one line naming the rank
 that died (`end_if_peer_died`, and a SIGTERM handler), not a traceback. Peers on other hosts
 cannot be checked from here: their deaths still end this rank, as torch reports them.
+
+`StopRequest` turns Ctrl-C and SIGTERM into a request the training loop answers at the next
+step boundary: a checkpoint, the plot and the metrics are written before the process exits.
 """
 from __future__ import annotations
 
@@ -147,3 +150,42 @@ def end_if_peer_died(wait: float = 1.0) -> None:
         print(f"{_command}: rank {rank} (pid {pid}) died; rank {_me} stops too",
               file=sys.stderr, flush=True)
     os._exit(1)
+
+
+class StopRequest:
+    """SIGINT and SIGTERM as a request to stop at the next step boundary.
+
+    Inside `with StopRequest() as stop:` the first signal only sets `stop.signal` (its name),
+    so the loop can finish the step, write a checkpoint and its outputs, and exit; a second
+    one interrupts at once (KeyboardInterrupt), which the atomic checkpoint writes survive.
+    Outside the main thread signals cannot be caught, and nothing is installed.
+    """
+
+    SIGNALS = ("SIGINT", "SIGTERM")
+
+    def __init__(self) -> None:
+        self.signal: str | None = None
+        self._previous: dict[int, object] = {}
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if signum == signal.SIGTERM:  # the launcher stopping us for a dead peer: say so
+            end_if_peer_died(wait=0.5)
+        if self.signal is not None:
+            raise KeyboardInterrupt
+        self.signal = signal.Signals(signum).name
+
+    def __enter__(self) -> StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            for name in self.SIGNALS:
+                num = getattr(signal, name)
+                self._previous[num] = signal.signal(num, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for num, handler in self._previous.items():
+            signal.signal(num, handler)  # type: ignore[arg-type]
+        self._previous.clear()
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + int(getattr(signal, self.signal or "SIGINT"))

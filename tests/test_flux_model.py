@@ -23,7 +23,7 @@ FLUX = ROOT / "examples" / "flux" / "Flux.lean"
 TINY = {"in_channels": 2, "patch": 2, "grid_h": 2, "grid_w": 3, "txt_len": 2,
         "context_in_dim": 5, "vec_in_dim": 3, "time_freqs": 4, "num_heads": 2,
         "rope_idx": 1, "rope_row": 1, "rope_col": 2, "mlp_ratio": 2, "depth": 2,
-        "depth_single_blocks": 2, "theta": 100.0}
+        "depth_single_blocks": 2, "theta": 100.0, "guidance_embed": 0}
 # One block of each kind with the names of Black Forest Labs' Flux checkpoints (flux/model.py,
 # flux/modules/layers.py), minus `guidance_in` (FLUX.1-schnell has none).
 FLUX_KEYS = {
@@ -151,13 +151,16 @@ MISTAKES = [
     ("c.rope_idx c.rope_row c.rope_col x c.theta", "c.rope_idx c.rope_row c.rope_row x c.theta",
      "argument 'x' of 'ropeGrid'"),
     # a patch must divide the image: an image one pixel taller is not `grid * patch`
-    ("let x := catSeq3 (lin3 p.txt_in txt) (lin3 p.img_in (patchify img))",
-     "let x := catSeq3 (lin3 p.txt_in txt) (lin3 p.img_in (patchify (reshape img "
+    ("let x := catSeq3 (lin3 txt_in txt) (lin3 img_in (patchify img))",
+     "let x := catSeq3 (lin3 txt_in txt) (lin3 img_in (patchify (reshape img "
      "#[b, c.in_channels, c.grid_h * c.patch + 1, c.grid_w * c.patch])))", "by decide"),
     # joint attention needs equal stream widths: a text stream of another width is caught
-    ("  txt_in : Linear c.hidden c.context_in_dim",
-     "  txt_in : Linear c.mlp_hidden c.context_in_dim",
-     "argument 'l' of 'lin3'"),
+    ("  vector_in : MLPEmbedder c.vec_in_dim c.hidden\n  txt_in : Linear c.hidden c.context_in_dim",
+     "  vector_in : MLPEmbedder c.vec_in_dim c.hidden\n  txt_in : Linear c.mlp_hidden c.context_in_dim",
+     "argument 'txt_in' of 'transformer'"),
+    # the guidance is embedded as the time is: an MLP of the time features' width
+    ("  guidance_in : MLPEmbedder c.time_dim c.hidden",
+     "  guidance_in : MLPEmbedder c.vec_in_dim c.hidden", "argument 'x' of 'mlpEmbedder'"),
     # the QK-norm gain has the head width, not the model width
     ("  norm : QKNorm c.head_dim\n  proj", "  norm : QKNorm c.hidden\n  proj",
      "argument 'n' of 'queries'"),

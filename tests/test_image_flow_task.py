@@ -32,11 +32,14 @@ def test_train_resume_and_sample(tmp_path, capsys):
     a, b = (json.loads((tmp_path / r / "metrics.json").read_text())["history"]
             for r in ("full", "part"))
     assert [s["loss"] for s in a["steps"]] == [s["loss"] for s in b["steps"]]
-    (tmp_path / "full" / "samples.png").unlink()
+    trained = (tmp_path / "full" / "samples.png").read_bytes()
     capsys.readouterr()
-    assert main(["sample", "--run", str(tmp_path / "full"), "--set", "sample.cfg_scale=1"]) == 0
-    assert "samples.png" in capsys.readouterr().err
-    assert (tmp_path / "full" / "samples.png").is_file()
+    for n in (1, 2):  # each `tyr sample` writes a new directory, never over the training's
+        assert main(["sample", "--run", str(tmp_path / "full"), "--set",
+                     "sample.cfg_scale=1"]) == 0
+        assert f"samples/00{n}/samples.png" in capsys.readouterr().err
+        assert (tmp_path / "full" / "samples" / f"00{n}" / "samples.png").is_file()
+    assert (tmp_path / "full" / "samples.png").read_bytes() == trained
 
 
 @pytest.mark.parametrize("override,frag", [

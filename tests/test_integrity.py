@@ -113,9 +113,10 @@ def char(tmp_path_factory) -> dict:
     return {"root": root, "run": run, "cache": cache, "ref": ref}
 
 
-def _consume(run: Path, cache: Path, scratch: Path) -> dict:
+def _consume(run: Path, cache: Path, scratch: Path, checkpoint: str = "best") -> dict:
     """What the commands that read a run make of it: sample text, exported weights, the
-    forward's outputs and a resumed run's losses. A command that fails gives its error."""
+    forward's outputs (of the `checkpoint` they take) and a resumed run's losses. A command
+    that fails gives its error."""
     import io
     from contextlib import redirect_stderr, redirect_stdout
 
@@ -125,9 +126,11 @@ def _consume(run: Path, cache: Path, scratch: Path) -> dict:
     write_file({"idx": torch.tensor([[1, 5, 9, 2]])}, scratch / "idx.safetensors")
     out: dict = {"notes": ""}
     commands = {
-        "sample": ["sample", "--run", str(run)],
-        "export": ["export", "--format", "hf-gpt2", str(run), str(scratch / "hf")],
+        "sample": ["sample", "--run", str(run), "--checkpoint", checkpoint],
+        "export": ["export", "--format", "hf-gpt2", str(run), str(scratch / "hf"),
+                   "--checkpoint", checkpoint],
         "run": ["run", "examples/gpt/GPT.lean", "--model", "gptLogits", "--run", str(run),
+                "--checkpoint", checkpoint,
                 "--inputs", str(scratch / "idx.safetensors"), "-o", str(scratch / "o.st")],
         "resume": char_args(run, cache, "--set", "train.max_iters=3", "--resume",
                             "--set", "train.checkpoint_interval=100"),
@@ -153,7 +156,8 @@ def _consume(run: Path, cache: Path, scratch: Path) -> dict:
 
 
 RUN_FILES = ["run.json", "metrics.json", "loss.png", "sample.txt", "ckpt/model.safetensors",
-             "ckpt/optimizer.safetensors", "ckpt/state.json"]
+             "ckpt/optimizer.safetensors", "ckpt/state.json", "best/model.safetensors",
+             "best/state.json"]
 CACHE_FILES = ["meta.json", "input.txt", "train.bin", "val.bin"]
 
 
@@ -189,30 +193,41 @@ def test_a_byte_flip_in_any_file_of_a_run_is_detected_or_harmless(char, tmp_path
                            == json.loads(original)), where
 
 
-def test_run_weights_are_verified_by_every_command(char, tmp_path):
+@pytest.mark.parametrize("which", ["ckpt", "best"])
+def test_run_weights_are_verified_by_every_command(char, tmp_path, which):
     run, cache = tmp_path / "run", tmp_path / "corpus"
     shutil.copytree(char["run"], run)
     shutil.copytree(char["cache"], cache)
-    path = run / "ckpt" / "model.safetensors"
+    path = run / which / "model.safetensors"
     data = bytearray(path.read_bytes())
     data[-1] ^= 1  # the last byte of the last tensor: still a valid file
     path.write_bytes(bytes(data))
-    got = _consume(run, cache, tmp_path / "scratch")
-    for key in ("sample", "export", "run", "resume"):
-        assert isinstance(got[key], tuple), key
-        assert "model.safetensors" in _one_line(got[key][1])
-    # a checkpoint directory given as --weights is verified too
+    from pytyr.safetensors import write_file
+
+    write_file({"idx": torch.tensor([[1, 5, 9, 2]])}, tmp_path / "idx.safetensors")
+    # a checkpoint directory given as --weights is verified too (before the resume below
+    # writes a new best/)
     import io
     from contextlib import redirect_stderr
 
     err = io.StringIO()
     with redirect_stderr(err):
         code = main(["run", "examples/gpt/GPT.lean", "--model", "gptLogits", "--weights",
-                     str(run / "ckpt"), "--set", "model.c.n_layer=1", "--set", "model.c.n_head=2",
+                     str(run / which), "--set", "model.c.n_layer=1", "--set", "model.c.n_head=2",
                      "--set", "model.c.head_dim=8", "--set", "model.c.block=16",
-                     "--inputs", str(tmp_path / "scratch" / "idx.safetensors"),
+                     "--inputs", str(tmp_path / "idx.safetensors"),
                      "-o", str(tmp_path / "o.st")])
     assert code == 1 and "model.safetensors" in _one_line(err.getvalue())
+    got = _consume(run, cache, tmp_path / "scratch", "last" if which == "ckpt" else "best")
+    for key in ("sample", "export", "run"):
+        assert isinstance(got[key], tuple), key
+        line = _one_line(got[key][1])
+        assert f"{run / which}: damaged checkpoint: model.safetensors is damaged" in line
+    if which == "ckpt":  # the resume reads the last step's
+        line = _one_line(got["resume"][1])
+        assert f"{run / which}: damaged checkpoint: model.safetensors is damaged" in line
+    else:
+        assert got["resume"] == char["ref"]["resume"]
 
 
 def test_an_edited_cache_meta_is_not_used(char, tmp_path):

@@ -4,9 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pytyr.data.iterators import (BatchIterator, SequentialBatchIterator, bos_aligned_starts,
-                                  check_against_graph)
+from pytyr.data.graph_fit import check_against_graph
+from pytyr.data.iterators import BatchIterator, SequentialBatchIterator, bos_aligned_starts
 from pytyr.data.shards import HEADER_INTS, MAGIC, write_shard
 from pytyr.errors import ConfigError, DataError
 from pytyr.ir.graph import Graph, Input
@@ -31,21 +33,58 @@ def test_sequential_shapes_shift_and_order():
 
 
 @pytest.mark.parametrize("fmt", ["nanogpt", "fineweb"])
-def test_sequential_over_shard_files(tmp_path, fmt):
+def test_packed_rows_run_across_shard_files(tmp_path, fmt):
     a = write_shard(tmp_path / "a.bin", np.arange(0, 100), fmt)
     b = write_shard(tmp_path / "b.bin", np.arange(1000, 1050), fmt)
     it = SequentialBatchIterator([a, b], 2, 10, fmt=fmt)
     xs = _xs(it)
-    # a: 9 rows -> 4 steps of 2 (1 row dropped); b: 4 rows -> 2 steps; no row spans shards
-    assert len(xs) == 6 and it.dropped_rows == 1
-    assert xs[0][0, 0] == 0 and xs[4][0, 0] == 1000 and int(xs[3].max()) < 100
+    # one stream of 150 tokens: 7 steps of 20 (+1 target); row 10 starts in a, ends in b
+    stream = np.concatenate([np.arange(0, 100), np.arange(1000, 1050)])
+    assert len(xs) == 7 and it.dropped_rows == 0
+    assert torch.cat([x.reshape(-1) for x in xs]).tolist() == stream[:140].tolist()
+    assert xs[4][1].tolist() == list(range(90, 100))
+    assert xs[5][0].tolist() == list(range(1000, 1010))
 
 
-def test_loop_continues_past_the_pass():
+def test_loop_wraps_the_stream_so_every_epoch_reads_every_token():
     it = SequentialBatchIterator(TOKENS[:100], 2, 8, loop=True)
-    n = len(it)
-    xs = [next(it)[0] for _ in range(2 * n + 1)]
-    assert torch.equal(xs[0], xs[n]) and torch.equal(xs[1], xs[n + 1]) and it.epoch == 2
+    assert len(it) == 99 // 16
+    xs = [next(it)[0] for _ in range(13)]
+    for k, x in enumerate(xs):  # step k reads tokens 16k.. of the stream, modulo its length
+        assert x.reshape(-1).tolist() == [(16 * k + i) % 100 for i in range(16)]
+    assert it.epoch == 13 * 16 // 100 == 2
+    assert xs[6][0].tolist() == [96, 97, 98, 99, 0, 1, 2, 3]  # the epoch boundary: a wrap
+    y = it.batch_at(6)[1]
+    assert y[0].tolist() == [97, 98, 99, 0, 1, 2, 3, 4]
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(1, 120), min_size=1, max_size=4),
+       batch=st.integers(1, 4), seq=st.integers(1, 16), world=st.integers(1, 3),
+       data=st.data())
+def test_packed_epoch_reads_every_token(sizes, batch, seq, world, data):
+    """Under the default packing, the ranks' x of any ceil(tokens / step) consecutive steps
+    hold every token of the stream, and each batch is the stream's window at its offset."""
+    total, step = sum(sizes), batch * world * seq
+    shards = [np.arange(sum(sizes[:i]), sum(sizes[:i + 1]), dtype=np.uint16)
+              for i in range(len(sizes))]
+    if total < step + 1:
+        with pytest.raises(DataError, match=f"{total} tokens are too few for one step of "
+                           f"{batch * world} rows of {seq} tokens .* reads {step + 1} tokens"):
+            SequentialBatchIterator(shards, batch, seq, world=world, loop=True)
+        return
+    its = [SequentialBatchIterator(shards, batch, seq, rank=r, world=world, loop=True)
+           for r in range(world)]
+    first = data.draw(st.integers(0, 50), label="first step")
+    seen = np.zeros(total, dtype=bool)
+    for k in range(first, first + -(-total // step)):
+        for r, it in enumerate(its):
+            x, y = it.batch_at(k)
+            at = ((k * world + r) * batch * seq + np.arange(batch * seq + 1)) % total
+            assert x.reshape(-1).tolist() == at[:-1].tolist()
+            assert y.reshape(-1).tolist() == at[1:].tolist()
+            seen[x.reshape(-1).numpy()] = True
+    assert seen.all()
 
 
 def test_rank_sharding_disjoint_deterministic_and_complete():
@@ -88,6 +127,13 @@ def test_resume_refuses_another_stream():
         SequentialBatchIterator(TOKENS, 2, 8).load_state_dict(state)
     with pytest.raises(ConfigError, match="bad step"):
         SequentialBatchIterator(TOKENS, 4, 8).load_state_dict({**state, "step": -1})
+    # a cursor of the other packing (or of a version before packing was recorded) is refused
+    aligned = SequentialBatchIterator(TOKENS % 50, 4, 8, bos_id=0)
+    with pytest.raises(ConfigError, match="packing: saved 'packed', here 'bos_aligned'"):
+        aligned.load_state_dict({**state, "bos_id": 0, "shard_tokens": [1000]})
+    old = {k: v for k, v in state.items() if k not in ("packing", "loop")}
+    with pytest.raises(ConfigError, match="packing: saved None, here 'packed'"):
+        SequentialBatchIterator(TOKENS, 4, 8).load_state_dict(old)
 
 
 def test_bos_aligned_packing():
@@ -192,9 +238,30 @@ def test_bad_inputs_name_the_file(tmp_path):
     good = write_shard(tmp_path / "g.bin", [1, 2, 50, 3], "fineweb")
     with pytest.raises(DataError, match=f"{good}: token 50 at position 2 is out of range"):
         SequentialBatchIterator(good, 1, 2, vocab_size=50)
-    with pytest.raises(DataError, match="too few tokens"):
+    with pytest.raises(DataError) as e:
         SequentialBatchIterator(good, 2, 2)
+    assert str(e.value) == (f"{good}: 4 tokens are too few for one step of 2 rows of 2 tokens "
+                            f"(batch 2 x world 1), which reads 5 tokens (rows packed end to "
+                            f"end, plus the last row's last target)")
+    SequentialBatchIterator(good, 1, 2)  # one row of 2 + 1 fits (the bound is exact)
     with pytest.raises(DataError, match="empty dataset"):
         BatchIterator([], 1, 2, last="drop")
     with pytest.raises(ConfigError, match="rank must be in 0..1"):
         SequentialBatchIterator(TOKENS, 1, 2, rank=2, world=2)
+
+
+def test_too_few_bos_aligned_rows_are_counted_not_tokens():
+    """The check of the issue: 40 tokens > 2 rows of 5, but the documents start one row."""
+    doc = [0] + list(range(1, 20))  # a BOS and 19 tokens: one row of seq 4 per document
+    tokens = np.array(doc * 2, dtype=np.uint16)
+    with pytest.raises(DataError) as e:
+        SequentialBatchIterator(tokens, 3, 4, bos_id=0)
+    assert str(e.value) == ("<array 0>: too few BOS-aligned rows for one step of 3 rows of 5 "
+                            "tokens (batch 3 x world 1): the 40 tokens hold 2 BOS (document "
+                            "starts), of which 2 start a row (a row starts at a BOS at least 4 "
+                            "tokens after the previous row's and needs 5 tokens before its "
+                            "shard's end)")
+    assert len(SequentialBatchIterator(tokens, 2, 4, bos_id=0)) == 1
+    with pytest.raises(DataError, match="a step's rows come from one shard and the most in one "
+                       "is 2"):
+        SequentialBatchIterator([tokens, tokens], 3, 4, bos_id=0)

@@ -207,7 +207,8 @@ def test_namespaces_and_sections(tmp_path):
     src = ("namespace A\nsection S\ndef w : Nat := 3\nend S\nend A\n"
            "def f (x : T #[A.w]) : T #[3] := x\nnamespace B\nend C\n")
     d = one_error(tmp_path, src)
-    assert d.pos.line == 10 and "invalid 'end'" in d.message
+    assert d.pos.line == 10 and d.message == ("invalid name after `end`: expected `B`, but "
+                                              "found `C`")
 
 
 def test_tabs_are_rejected(tmp_path):

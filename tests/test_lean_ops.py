@@ -66,7 +66,7 @@ CASES = [
      "def f (x : T #[2, 7]) : T #[1] := mean x",
      ["mean", "T #[]", "T #[1]"]),
     ("reshape",
-     "def f (x : T #[2, 6]) : T #[3, 4] := reshape x #[3, 4]",
+     "def f (x : T #[2, 6]) : T #[2, 2, 3] := reshape x #[2, 2, 3]",
      "def f (x : T #[2, 6]) : T #[5, 2] := reshape x #[5, 2]",
      ["`by decide` failed", "numel #[2, 6] = numel #[5, 2]", "12 ≠ 10"]),
     ("transpose",
@@ -174,8 +174,9 @@ CASES = [
      "def f (x : T #[2, 8, 16]) : T #[2, 8, 16] := rmsNorm4 x",
      ["argument 'x' of 'rmsNorm4'", "T #[2, 8, 16]", "T #[?b, ?h, ?t, ?d]"]),
     ("rotary",
-     "def f (k : Nat) (x : T #[2, 4, 8, 2 * k]) : T #[2, 4, 8, 2 * k] := rotary x (base := 500.0)",
-     "def f (k : Nat) (x : T #[2, 4, 8, k]) : T #[2, 4, 8, k] := rotary x",
+     "def f (k : Nat) (x : T #[2, 4, 8, 2 * k]) (h : 8 ≤ 64) : T #[2, 4, 8, 2 * k] := "
+     "rotary x h (base := 500.0)",
+     "def f (k : Nat) (x : T #[2, 4, 8, k]) (h : 8 ≤ 64) : T #[2, 4, 8, k] := rotary x h",
      ["argument 'x' of 'rotary'", "T #[2, 4, 8, k]", "T #[?b, ?h, ?t, 2 * ?k]"]),
     ("gqaAttention",
      "def f (q : T #[2, 4, 8, 16]) (k v : T #[2, 2, 8, 16]) : T #[2, 4, 8, 16] := "
@@ -236,12 +237,26 @@ def test_every_op_of_the_library_has_a_case():
 
 @pytest.mark.parametrize("src,ok", [
     # the head width is written `2 * k`: a literal width needs its half given, as for `third`
-    ("def f (x : T #[2, 4, 8, 16]) : T #[2, 4, 8, 16] := rotary (k := 8) x", True),
-    ("def f (x : T #[2, 4, 8, 16]) : T #[2, 4, 8, 16] := rotary x", False),
+    ("def f (x : T #[2, 4, 8, 16]) : T #[2, 4, 8, 16] := rotary (k := 8) (n := 8) x (by decide)",
+     True),
+    ("def f (x : T #[2, 4, 8, 16]) : T #[2, 4, 8, 16] := rotary (n := 8) x (by decide)", False),
     # the nanochat pattern: split heads of width `2 * k`, rotate, merge
-    ("def f (h k : Nat) (x : T #[2, 8, h * (2 * k)]) : T #[2, 8, h * (2 * k)] := "
-     "  mergeHeads (rotary (rmsNorm4 (splitHeads x)))", True),
+    ("def f (h k t : Nat) (ht : t ≤ 64) (x : T #[2, t, h * (2 * k)]) : T #[2, t, h * (2 * k)] := "
+     "  mergeHeads (rotary (rmsNorm4 (splitHeads x)) ht)", True),
 ])
 def test_rotary_evenness_is_in_the_type(tmp_path, src, ok):
     diags = check_src(tmp_path, src)
     assert (diags == []) == ok, diags
+
+
+@pytest.mark.parametrize("src,frags", [
+    # positions over the heads: the [b, t, h, d] layout rotates axis 2, which is `h`
+    ("def f {t : Nat} (hT : t ≤ 64) (x : T #[2, t, 4, 16]) : T #[2, t, 4, 16] := "
+     "rotary (k := 8) x hT", ["argument 'hT' of 'rotary'", "t ≤ 64", "4 ≤ ?n"]),
+    # no hypothesis about the tokens: not a context from position 0
+    ("def f {t : Nat} (x : T #[2, 4, t, 16]) : T #[2, 4, t, 16] := rotary (k := 8) x 500.0",
+     ["argument 'hT' of 'rotary' has type Float but is expected to have type t ≤ ?n"]),
+])
+def test_rotary_positions_are_the_context_axis(tmp_path, src, frags):
+    d = one_error(tmp_path, src)
+    assert d.pos.line == 3 and all(f in d.message for f in frags), d

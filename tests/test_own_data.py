@@ -1,16 +1,26 @@
-"""The README's "Train on your own data", end to end at tiny size: a parquet file →
-`tyr tokenizer train` → `tyr data prepare` → `tyr train` of the Lean GPT on those shards →
-`tyr sample`; and what the shard task refuses (corrupted shards, a damaged header)."""
+"""The README's "Train on your own data", end to end: a parquet file → `tyr tokenizer train`
+→ `tyr data prepare` → `tyr train` of the Lean GPT on those shards → `tyr sample`, on real
+text (the standard library's docstrings, ~100k tokens) at the README's settings, where every
+train token is read each epoch; and at tiny size what the shard task refuses (corrupted
+shards, a damaged header, a split too small for one step)."""
 from __future__ import annotations
 
 import json
+import math
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import torch
 
 from pytyr.cli import main
+from pytyr.data.shards import read_shard
+from pytyr.train.task import TaskContext
+from pytyr.train.tasks import make_task
+
+from stdlib_corpus import module_documents  # noqa: E402  (tests/ is on sys.path)
 
 GPT = "examples/gpt/GPT.lean"
 TINY = ["--set", "model.c.n_layer=1", "--set", "model.c.n_head=2", "--set", "model.c.head_dim=8",
@@ -104,4 +114,107 @@ def test_damaged_shards_are_refused_before_training(shards, tmp_path, capsys, da
     assert _train(tmp_path / "run", copy) == 1
     err = capsys.readouterr().err
     assert str(victim) in err and "checksum mismatch" in err
+    assert not (tmp_path / "run" / "ckpt").exists()
+
+
+# -- real text at the README's settings ------------------------------------------------------
+
+README_CONFIG = "examples/gpt/shards.json"
+SMALL = ["--set", "model.c.n_layer=1", "--set", "model.c.n_head=2", "--set",
+         "model.c.head_dim=16", "--set", "model.c.block=64", "--set", "task.seq=64",
+         "--set", "train.max_iters=30", "--set", "train.lr_decay_iters=30",
+         "--set", "train.warmup_iters=2", "--set", "train.eval_interval=15",
+         "--set", "train.eval_iters=4", "--set", "sample.max_new_tokens=20", "-q"]
+
+
+@pytest.fixture(scope="module")
+def readme(tmp_path_factory):
+    """The README's two data commands, as written, on ~100k tokens of real documents."""
+    d = tmp_path_factory.mktemp("readme")
+    pq.write_table(pa.table({"text": module_documents(420_000)}), d / "mine.parquet",
+                   row_group_size=16)
+    assert main(["tokenizer", "train", str(d / "mine.parquet"), "--vocab-size", "4096",
+                 "--out", str(d / "data/mine-tok.json")]) == 0
+    assert main(["data", "prepare", str(d / "mine.parquet"), "--tokenizer",
+                 str(d / "data/mine-tok.json"), "--out", str(d / "data/mine")]) == 0
+    return d
+
+
+def _split_tokens(data: Path, split: str) -> np.ndarray:
+    meta = json.loads((data / "meta.json").read_text())
+    return np.concatenate([np.asarray(read_shard(data / s["file"])) for s in meta[split]])
+
+
+def _task(data: Path, micro_batch: int, rank: int = 0, world: int = 1, **options):
+    cfg = json.loads(Path(README_CONFIG).read_text())  # the README's task and batch
+    table = {**cfg["task"], "data": str(data), **options}
+    task = make_task(table, TaskContext(micro_batch, 0, rank, world), README_CONFIG)
+    task.prepare()
+    return task, cfg["train"]["batch"]
+
+
+def test_the_readme_data_commands_split_a_real_corpus(readme):
+    meta = json.loads((readme / "data/mine/meta.json").read_text())
+    total = meta["tokens"]
+    assert 90_000 <= total <= 200_000 and meta["vocab_size"] == 4096
+    assert meta["val_tokens"] == total // 10 and meta["train_tokens"] == total - total // 10
+    assert len(_split_tokens(readme / "data/mine", "train")) == meta["train_tokens"]
+
+
+def test_every_train_token_is_read_each_epoch_at_the_readme_settings(readme):
+    data = readme / "data/mine"
+    train = torch.from_numpy(_split_tokens(data, "train").astype(np.int64))
+    task, batch = _task(data, 8)
+    steps = math.ceil(len(train) / task.train.step_tokens)  # one epoch, the last step wrapping
+    xs = [task.batch(k) for k in range(steps)]
+    flat = torch.cat([b["idx"].reshape(-1) for b in xs])
+    targets = torch.cat([b["targets"].reshape(-1) for b in xs])
+    assert torch.equal(flat[:len(train)], train)  # every token, in order, none skipped
+    assert torch.equal(targets[:len(train) - 1], train[1:])
+    assert torch.equal(flat[len(train):], train[:len(flat) - len(train)])  # then it wraps
+    # under torchrun each rank reads its part of the same stream
+    halves = [_task(data, batch // 2, r, 2)[0] for r in range(2)]
+    both = torch.cat([h.batch(k)["idx"].reshape(-1) for k in range(steps) for h in halves])
+    assert torch.equal(both, flat)
+    # BOS-aligned rows stay an option: every row starts a document, and much is never read
+    # (its val split does not even hold one step of 8 rows: its long documents start too few)
+    aligned, _ = _task(data, 2, bos_aligned=True)
+    bos = json.loads((data / "meta.json").read_text())["bos_id"]
+    assert (aligned.batch(0)["idx"][:, 0] == bos).all()
+    assert aligned.train.steps_per_epoch * aligned.train.step_tokens < len(train)
+
+
+def test_the_readme_train_and_sample_commands_on_the_real_corpus(readme, tmp_path, capsys):
+    out = tmp_path / "runs/gpt-mine"
+    assert main(["train", "examples/gpt/GPT.lean", "--model", "gpt", "--config",
+                 README_CONFIG, "--set", f"task.data={readme / 'data/mine'}", *SMALL,
+                 "--set", f"out={out}"]) == 0
+    assert "steps per epoch" in capsys.readouterr().out
+    evals = json.loads((out / "metrics.json").read_text())["history"]["evals"]
+    assert evals[-1]["val"] < evals[0]["val"] - 0.1  # it learns from the documents
+    assert main(["sample", "--run", str(out), "--prompt", "The"]) == 0
+    assert capsys.readouterr().out.startswith("The")
+
+
+def test_the_issues_split_is_refused_and_a_tiny_split_is_named(readme, tmp_path, capsys):
+    total = json.loads((readme / "data/mine/meta.json").read_text())["tokens"]
+    assert main(["data", "prepare", str(readme / "mine.parquet"), "--tokenizer",
+                 str(readme / "data/mine-tok.json"), "--out", str(tmp_path / "d"),
+                 "--val-tokens", "100000"]) == 1
+    err = capsys.readouterr().err
+    assert (f"--val-tokens 100000 would hold out 100,000 of the corpus's {total:,} tokens"
+            in err and f"give --val-tokens {total // 2} or fewer" in err)
+    assert not (tmp_path / "d" / "meta.json").exists()
+    assert main(["data", "prepare", str(readme / "mine.parquet"), "--tokenizer",
+                 str(readme / "data/mine-tok.json"), "--out", str(tmp_path / "d"),
+                 "--val-tokens", "1000"]) == 0
+    capsys.readouterr()
+    # 1,000 val tokens are too few for one step of the README's 8 rows of 256 (2,049 tokens)
+    assert main(["train", "examples/gpt/GPT.lean", "--model", "gpt", "--config",
+                 README_CONFIG, "--set", f"task.data={tmp_path / 'd'}", "--set",
+                 f"out={tmp_path / 'run'}"]) == 1
+    err = capsys.readouterr().err
+    assert (f"the val split of {tmp_path / 'd'}: " in err
+            and "1000 tokens are too few for one step of 8 rows of 256 tokens (batch 8 x world "
+                "1), which reads 2049 tokens" in err and "lower train.batch or task.seq" in err)
     assert not (tmp_path / "run" / "ckpt").exists()

@@ -184,6 +184,35 @@ def test_empty_directory(tmp_path):
         open_checkpoint(tmp_path)
 
 
+@pytest.mark.parametrize("protocol", [2, 4, None])
+def test_a_torch_pickle_is_refused_by_name(tmp_path, protocol):
+    # torch.save's zip archive (protocol None here) and the bare pickles of old torch
+    f = tmp_path / "pytorch_model.bin"
+    if protocol is None:
+        torch.save({"w": torch.zeros(2)}, f)
+    else:
+        torch.save({"w": torch.zeros(2)}, f, _use_new_zipfile_serialization=False,
+                   pickle_protocol=protocol)
+    with pytest.raises(SafeTensorsError) as info:
+        open_checkpoint(f)
+    assert info.value.rule == "pickle-not-read" and "torch.save" in str(info.value)
+    with pytest.raises(SafeTensorsError) as info:
+        open_checkpoint(tmp_path)  # a directory with no safetensors beside the pickle
+    assert info.value.rule == "pickle-not-read" and "pytorch_model.bin" in str(info.value)
+    assert "pickle-not-read" in SHARD_RULES
+
+
+def test_a_header_whose_length_begins_like_a_pickle_still_opens(tmp_path):
+    # a header of 640 bytes has the length bytes 80 02, a pickle's first two: the '{' after
+    # them tells the two apart
+    body = json.dumps({"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})
+    header = body.encode().ljust(640)
+    f = tmp_path / "w.safetensors"
+    f.write_bytes(len(header).to_bytes(8, "little") + header + b"\x00" * 4)
+    assert f.read_bytes()[:2] == b"\x80\x02"
+    assert list(open_checkpoint(f).tensors) == ["w"]
+
+
 def test_a_bad_shard_names_itself(sharded):
     (sharded / "model-00002-of-00003.safetensors").write_bytes(b"\x00" * 4)
     with pytest.raises(SafeTensorsError, match=r"model-00002-of-00003.*file-too-small"):

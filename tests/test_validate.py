@@ -316,6 +316,22 @@ def test_attr_signature_failure_names_node(signatures):
     one_problem(g.build(), signatures, "node %0 (reshape at R.lean:1:1):", "numel #[2, 3] = numel #[5] is false (6 ≠ 5)")
 
 
+@pytest.mark.parametrize("implicit,frag", [
+    # rotary reads the first t rows of tables of n positions: t ≤ n is decided on the node
+    ({"b": 1, "h": 1, "t": 6, "k": 4, "n": 5}, "the proposition 6 ≤ 5 is false"),
+    # a graph without `n` (made before the positions were typed) is named, not guessed
+    ({"b": 1, "h": 1, "t": 6, "k": 4},
+     "'rotary' needs the implicit argument 'n' in the node's `implicit` to decide its "
+     "hypothesis 'hT' : 6 ≤ ?n"),
+])
+def test_a_hypothesis_of_an_op_is_decided_on_the_node(signatures, implicit, frag):
+    g = GraphBuilder()
+    x = g.input("x", [1, 1, 6, 8])
+    g.output("o", g.node("rotary", [x], [1, 1, 6, 8], implicit=implicit, base=1.0,
+                         loc="R.lean:1:1"))
+    one_problem(g.build(), signatures, "node %0 (rotary at R.lean:1:1):", frag)
+
+
 def test_several_problems_gathered(signatures):
     doc = mlp(8)
     doc["version"] = 3

@@ -21,6 +21,11 @@ joint attention concatenates only sequences of equal heads and head widths.
 Parameter paths are the key names of Flux's checkpoints (`double_blocks.0.img_attn.qkv.weight`,
 `single_blocks.1.norm.key_norm.scale`, `final_layer.adaLN_modulation.1.bias`, …), so a
 Flux-format checkpoint loads by name and a type provider's header types the same tensors.
+Both of Flux's layouts are here, chosen by the config's `guidance_embed` as in Flux's
+`FluxParams`: FLUX.1-schnell's (`FluxParams`, the models `flux` and `fluxVelocity`) and
+FLUX.1-dev's (`FluxDevParams`, `fluxDev` and `fluxDevVelocity`), which adds `guidance_in`, an
+MLP embedding of the distilled guidance scale, an input `guidance` added to `vec`. The
+transformer after `vec` is shared.
 Flux's `nn.Sequential` layers are numbered: the MLP's GELU is layer 1 and has no parameters,
 so its linear layers are the fields `«0»` and `«2»`; the final modulation's SiLU is layer 0.
 Modulations and the final projection start at zero (DiT's adaLN-Zero), so every block starts
@@ -64,6 +69,11 @@ structure FluxConfig where
   depth_single_blocks : Nat
   /-- Rotary base (Flux: 10000). -/
   theta : Float
+  /-- Whether the guidance scale is an input (Flux's `guidance_embed`): 1 is FLUX.1-dev's
+  layout, with `guidance_in` (the models `fluxDev`, `fluxDevVelocity`), 0 FLUX.1-schnell's
+  (`flux`, `fluxVelocity`). Each model's hypothesis holds it to its layout, so a config and
+  a model of different layouts are refused, naming it. -/
+  guidance_embed : Nat
 
 /-- Width of a head: the rotary axes' widths summed, so they fit it by construction. -/
 def FluxConfig.head_dim (c : FluxConfig) : Nat := 2 * (c.rope_idx + c.rope_row + c.rope_col)
@@ -163,11 +173,26 @@ structure LastLayer (c : FluxConfig) where
   adaLN_modulation : FinalModulation c.hidden
   deriving TensorStruct
 
-/-- All parameters, at Flux's checkpoint paths (without `guidance_in`, as FLUX.1-schnell). -/
+/-- All parameters, at Flux's checkpoint paths, without `guidance_in`: FLUX.1-schnell's
+layout (Flux's `guidance_embed = False`). -/
 structure FluxParams (c : FluxConfig) where
   img_in : Linear c.hidden c.patch_dim
   time_in : MLPEmbedder c.time_dim c.hidden
   vector_in : MLPEmbedder c.vec_in_dim c.hidden
+  txt_in : Linear c.hidden c.context_in_dim
+  double_blocks : Vector (DoubleStreamBlock c) c.depth
+  single_blocks : Vector (SingleStreamBlock c) c.depth_single_blocks
+  final_layer : LastLayer c
+  deriving TensorStruct
+
+/-- All parameters of FLUX.1-dev's layout (Flux's `guidance_embed = True`): FLUX.1-schnell's,
+and `guidance_in`, which embeds the distilled guidance scale as `time_in` embeds the time
+(the same sinusoidal features, its own MLP), in Flux's order of fields. -/
+structure FluxDevParams (c : FluxConfig) where
+  img_in : Linear c.hidden c.patch_dim
+  time_in : MLPEmbedder c.time_dim c.hidden
+  vector_in : MLPEmbedder c.vec_in_dim c.hidden
+  guidance_in : MLPEmbedder c.time_dim c.hidden
   txt_in : Linear c.hidden c.context_in_dim
   double_blocks : Vector (DoubleStreamBlock c) c.depth
   single_blocks : Vector (SingleStreamBlock c) c.depth_single_blocks
@@ -270,22 +295,46 @@ def finalLayer (c : FluxConfig) {b : Nat} (p : LastLayer c) (vec : T #[b, c.hidd
   let m := linearBias (silu vec) l.weight l.bias
   zlin3 p.linear (modulate (layerNormNoAffine3 x) (chunk m 0) (chunk m 1))
 
+/-- The transformer after the conditioning vector: image and conditioning tokens in, the
+double-stream then the single-stream blocks, the final layer, image patches out. Both layouts
+share it; they differ only in how `vec` is made. -/
+def transformer (c : FluxConfig) {b : Nat} (img_in : Linear c.hidden c.patch_dim)
+    (txt_in : Linear c.hidden c.context_in_dim)
+    (double_blocks : Vector (DoubleStreamBlock c) c.depth)
+    (single_blocks : Vector (SingleStreamBlock c) c.depth_single_blocks)
+    (final_layer : LastLayer c) (vec : T #[b, c.hidden])
+    (img : T #[b, c.in_channels, c.grid_h * c.patch, c.grid_w * c.patch])
+    (txt : T #[b, c.txt_len, c.context_in_dim]) :
+    T #[b, c.in_channels, c.grid_h * c.patch, c.grid_w * c.patch] :=
+  let x := catSeq3 (lin3 txt_in txt) (lin3 img_in (patchify img))
+  let x := double_blocks.foldl (fun x blk => doubleBlock c vec blk x) x
+  let x := single_blocks.foldl (fun x blk => singleBlock c vec blk x) x
+  unpatchify (finalLayer c final_layer vec (backSeq3 x))
+
 /-- The velocity predicted for images `img` at times `timesteps` (1 is noise, 0 data) under
-conditioning tokens `txt` and the pooled conditioning `y`. -/
+conditioning tokens `txt` and the pooled conditioning `y` (FLUX.1-schnell's layout). -/
 def velocity (c : FluxConfig) {b : Nat} (p : FluxParams c)
     (img : T #[b, c.in_channels, c.grid_h * c.patch, c.grid_w * c.patch]) (timesteps : T #[b])
     (txt : T #[b, c.txt_len, c.context_in_dim]) (y : T #[b, c.vec_in_dim]) :
     T #[b, c.in_channels, c.grid_h * c.patch, c.grid_w * c.patch] :=
   let vec := add (mlpEmbedder p.time_in (timestepEmbedding c.time_freqs timesteps))
     (mlpEmbedder p.vector_in y)
-  let x := catSeq3 (lin3 p.txt_in txt) (lin3 p.img_in (patchify img))
-  let x := p.double_blocks.foldl (fun x blk => doubleBlock c vec blk x) x
-  let x := p.single_blocks.foldl (fun x blk => singleBlock c vec blk x) x
-  unpatchify (finalLayer c p.final_layer vec (backSeq3 x))
+  transformer c p.img_in p.txt_in p.double_blocks p.single_blocks p.final_layer vec img txt
+
+/-- The velocity in FLUX.1-dev's layout: as `velocity`, with the embedded guidance scale
+`guidance` (one per image) added to `vec` after the time's embedding, as Flux does. -/
+def devVelocity (c : FluxConfig) {b : Nat} (p : FluxDevParams c)
+    (img : T #[b, c.in_channels, c.grid_h * c.patch, c.grid_w * c.patch]) (timesteps : T #[b])
+    (txt : T #[b, c.txt_len, c.context_in_dim]) (y : T #[b, c.vec_in_dim])
+    (guidance : T #[b]) : T #[b, c.in_channels, c.grid_h * c.patch, c.grid_w * c.patch] :=
+  let vec := add (mlpEmbedder p.time_in (timestepEmbedding c.time_freqs timesteps))
+    (mlpEmbedder p.guidance_in (timestepEmbedding c.time_freqs guidance))
+  let vec := add vec (mlpEmbedder p.vector_in y)
+  transformer c p.img_in p.txt_in p.double_blocks p.single_blocks p.final_layer vec img txt
 
 /-- Sampling: the velocity alone. -/
 @[model]
-def fluxVelocity (c : FluxConfig) {b : Nat} (p : FluxParams c)
+def fluxVelocity (c : FluxConfig) {b : Nat} (hs : c.guidance_embed = 0) (p : FluxParams c)
     (img : T #[b, c.in_channels, c.grid_h * c.patch, c.grid_w * c.patch]) (timesteps : T #[b])
     (txt : T #[b, c.txt_len, c.context_in_dim]) (y : T #[b, c.vec_in_dim]) :
     T #[b, c.in_channels, c.grid_h * c.patch, c.grid_w * c.patch] :=
@@ -293,10 +342,32 @@ def fluxVelocity (c : FluxConfig) {b : Nat} (p : FluxParams c)
 
 /-- Training: the velocity and its mean squared error against the target `noise - x₀`. -/
 @[model]
-def flux (c : FluxConfig) {b : Nat} (p : FluxParams c)
+def flux (c : FluxConfig) {b : Nat} (hs : c.guidance_embed = 0) (p : FluxParams c)
     (img : T #[b, c.in_channels, c.grid_h * c.patch, c.grid_w * c.patch]) (timesteps : T #[b])
     (txt : T #[b, c.txt_len, c.context_in_dim]) (y : T #[b, c.vec_in_dim])
     (target : T #[b, c.in_channels, c.grid_h * c.patch, c.grid_w * c.patch]) :
     T #[b, c.in_channels, c.grid_h * c.patch, c.grid_w * c.patch] × T #[] :=
   let v := velocity c p img timesteps txt y
+  (v, mseLoss v target)
+
+/-- Sampling in FLUX.1-dev's layout: the velocity under the guidance scale `guidance`. -/
+@[model]
+def fluxDevVelocity (c : FluxConfig) {b : Nat} (hd : c.guidance_embed = 1)
+    (p : FluxDevParams c)
+    (img : T #[b, c.in_channels, c.grid_h * c.patch, c.grid_w * c.patch]) (timesteps : T #[b])
+    (txt : T #[b, c.txt_len, c.context_in_dim]) (y : T #[b, c.vec_in_dim])
+    (guidance : T #[b]) : T #[b, c.in_channels, c.grid_h * c.patch, c.grid_w * c.patch] :=
+  devVelocity c p img timesteps txt y guidance
+
+/-- Training in FLUX.1-dev's layout: the velocity under `guidance` and its mean squared error
+against the target. -/
+@[model]
+def fluxDev (c : FluxConfig) {b : Nat} (hd : c.guidance_embed = 1)
+    (p : FluxDevParams c)
+    (img : T #[b, c.in_channels, c.grid_h * c.patch, c.grid_w * c.patch]) (timesteps : T #[b])
+    (txt : T #[b, c.txt_len, c.context_in_dim]) (y : T #[b, c.vec_in_dim])
+    (guidance : T #[b])
+    (target : T #[b, c.in_channels, c.grid_h * c.patch, c.grid_w * c.patch]) :
+    T #[b, c.in_channels, c.grid_h * c.patch, c.grid_w * c.patch] × T #[] :=
+  let v := devVelocity c p img timesteps txt y guidance
   (v, mseLoss v target)

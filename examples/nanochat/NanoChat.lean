@@ -116,11 +116,13 @@ def values (c : NanoChatConfig) {b t : Nat} (p : Attention c) (x : T #[b, t, c.w
     T #[b, c.n_kv_head, t, c.hd] :=
   splitHeads (linear3 x p.c_v)
 
-/-- Causal self-attention: rotary, then QK-norm, then grouped-query attention. -/
-def attention (c : NanoChatConfig) {b t : Nat} (hkv : c.n_head % c.n_kv_head = 0)
-    (p : Attention c) (x : T #[b, t, c.width]) : T #[b, t, c.width] :=
-  let q := rmsNorm4 (rotary (queries c p x) c.rope_base)
-  let k := rmsNorm4 (rotary (keys c p x) c.rope_base)
+/-- Causal self-attention: rotary at the positions `0 … t-1` of a context of `t ≤ block`
+tokens (`hT`), then QK-norm, then grouped-query attention. -/
+def attention (c : NanoChatConfig) {b t : Nat} (hT : t ≤ c.block)
+    (hkv : c.n_head % c.n_kv_head = 0) (p : Attention c) (x : T #[b, t, c.width]) :
+    T #[b, t, c.width] :=
+  let q := rmsNorm4 (rotary (queries c p x) hT c.rope_base)
+  let k := rmsNorm4 (rotary (keys c p x) hT c.rope_base)
   linear3 (mergeHeads (gqaAttention q k (values c p x) hkv)) p.c_proj
 
 /-- The position-wise MLP, `relu(x W₁ᵀ)² W₂ᵀ`. -/
@@ -129,9 +131,9 @@ def mlp (c : NanoChatConfig) {b t : Nat} (p : MLP c) (x : T #[b, t, c.width]) :
   linear3 (relu2 (linear3 x p.c_fc)) p.c_proj
 
 /-- `x + attn(norm x)`, then `x + mlp(norm x)`. -/
-def block (c : NanoChatConfig) {b t : Nat} (hkv : c.n_head % c.n_kv_head = 0) (p : Block c)
-    (x : T #[b, t, c.width]) : T #[b, t, c.width] :=
-  let x := add x (attention c hkv p.attn (rmsNorm3 x))
+def block (c : NanoChatConfig) {b t : Nat} (hT : t ≤ c.block) (hkv : c.n_head % c.n_kv_head = 0)
+    (p : Block c) (x : T #[b, t, c.width]) : T #[b, t, c.width] :=
+  let x := add x (attention c hT hkv p.attn (rmsNorm3 x))
   add x (mlp c p.mlp (rmsNorm3 x))
 
 /-- Soft-capped logits of the final normalised stream. -/
@@ -140,13 +142,16 @@ def head (c : NanoChatConfig) {b t : Nat} (p : NanoChatParams c) (x : T #[b, t, 
   softcap (linear3 (rmsNorm3 x) p.lm_head) c.softcap
 
 /-- Next-token logits for every position of `b` sequences of `t` tokens. -/
-def logits (c : NanoChatConfig) {b t : Nat} (hkv : c.n_head % c.n_kv_head = 0)
-    (p : NanoChatParams c) (idx : IT #[b, t] c.vocab) : T #[b, t, c.vocab] :=
+def logits (c : NanoChatConfig) {b t : Nat} (hT : t ≤ c.block)
+    (hkv : c.n_head % c.n_kv_head = 0) (p : NanoChatParams c) (idx : IT #[b, t] c.vocab) :
+    T #[b, t, c.vocab] :=
   let x := rmsNorm3 (embedding2 idx p.wte)
-  head c p (p.blocks.foldl (fun x blk => block c hkv blk x) x)
+  head c p (p.blocks.foldl (fun x blk => block c hT hkv blk x) x)
 
 /-- One block of a decoding step: the state is the stream and the two stacks of caches; the
-block reads its caches from the front of the stacks and pushes the updated ones at the end. -/
+block reads its caches from the front of the stacks and pushes the updated ones at the end.
+The new tokens sit at the positions `pos`, so they are rotated with `rotaryAt` (a step has no
+hypothesis that its tokens are a context from position 0, which `rotary` asks for). -/
 def blockStep (c : NanoChatConfig) {b t : Nat} (hkv : c.n_head % c.n_kv_head = 0)
     (hl : 0 < c.depth) (pos : IT #[t] c.block) (p : Block c)
     (s : T #[b, t, c.width] × (Cache c b × Cache c b)) :
@@ -167,7 +172,7 @@ def nanochat (c : NanoChatConfig) {b t : Nat} (hT : t ≤ c.block)
     (hdiv : c.n_embd % c.n_head = 0) (hrot : c.n_embd / c.n_head % 2 = 0)
     (hkv : c.n_head % c.n_kv_head = 0) (p : NanoChatParams c) (idx : IT #[b, t] c.vocab)
     (targets : IT #[b, t] c.vocab) : T #[b, t, c.vocab] × T #[] :=
-  let z := logits c hkv p idx
+  let z := logits c hT hkv p idx
   (z, crossEntropy2 z targets)
 
 /-- Sampling without a cache: the logits of a context of `t` tokens. -/
@@ -176,14 +181,16 @@ def nanochatLogits (c : NanoChatConfig) {b t : Nat} (hT : t ≤ c.block)
     (hdiv : c.n_embd % c.n_head = 0) (hrot : c.n_embd / c.n_head % 2 = 0)
     (hkv : c.n_head % c.n_kv_head = 0) (p : NanoChatParams c) (idx : IT #[b, t] c.vocab) :
     T #[b, t, c.vocab] :=
-  logits c hkv p idx
+  logits c hT hkv p idx
 
 /-- One decoding step: `t` new tokens at the positions `pos` (all `< block`), the caches of
-every layer in, their logits and the updated caches out. -/
+every layer in, their logits and the updated caches out. Unlike the context of `nanochat`,
+the new tokens need not start at position 0: the step states no `t ≤ block` (its positions
+are typed `< block`), so it cannot rotate them as a context with `rotary`. -/
 @[model]
-def nanochatStep (c : NanoChatConfig) {b t : Nat} (hT : t ≤ c.block)
-    (hdiv : c.n_embd % c.n_head = 0) (hrot : c.n_embd / c.n_head % 2 = 0)
-    (hkv : c.n_head % c.n_kv_head = 0) (hl : 0 < c.depth) (p : NanoChatParams c)
+def nanochatStep (c : NanoChatConfig) {b t : Nat} (hdiv : c.n_embd % c.n_head = 0)
+    (hrot : c.n_embd / c.n_head % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0) (hl : 0 < c.depth)
+    (p : NanoChatParams c)
     (idx : IT #[b, t] c.vocab) (pos : IT #[t] c.block) (k_cache v_cache : Cache c b) :
     T #[b, t, c.vocab] × (Cache c b × Cache c b) :=
   let x := rmsNorm3 (embedding2 idx p.wte)

@@ -1,7 +1,7 @@
 """The data subcommands of `tyr`; `register(subparsers)` adds them to the CLI's parser:
 
     tyr tokenizer train CORPUS... --vocab-size N --out tokenizer.json [--kind bpe|char]
-    tyr data prepare DATA... --tokenizer tokenizer.json --out DIR [--val-tokens N]
+    tyr data prepare DATA... --tokenizer tokenizer.json --out DIR [--val F | --val-tokens N]
     tyr data news --out DIR [--val-docs N] [--limit N]     the News Articles corpus (parquet)
 
 CORPUS and DATA are parquet files or directories of them (the `--column` text column), and
@@ -13,6 +13,7 @@ import argparse
 from collections.abc import Iterator
 from pathlib import Path
 
+from pytyr.data.split import DEFAULT_VAL_FRACTION, MAX_VAL_SHARE
 from pytyr.data.tokenizer import BOS
 
 _TEXT_CHUNK = 1 << 20  # characters per piece of a text file fed to the trainer
@@ -78,12 +79,14 @@ def cmd_data_prepare(args: argparse.Namespace) -> int:
     tok = load_tokenizer(args.tokenizer, bos=None if args.no_bos else args.bos)
     meta = prepare_parquet(args.data, tok, args.out, column=args.column,
                            shard_tokens=args.shard_tokens, val_tokens=args.val_tokens,
+                           val_fraction=args.val,
                            fmt=args.format, name=args.name, rank=args.rank, world=args.world,
                            progress=False if args.no_progress else None,
                            tokenizer_path=str(args.tokenizer))
     nulls = meta["null_rows"]
     print(f"wrote {len(meta['train'])} train and {len(meta['val'])} val shards "
-          f"({meta['tokens']} tokens, {meta['documents']} documents) to {args.out}"
+          f"({meta['tokens']} tokens: {meta['train_tokens']} train, {meta['val_tokens']} val; "
+          f"{meta['documents']} documents) to {args.out}"
           + (f"; skipped {nulls} row{'s' * (nulls != 1)} whose '{args.column}' is null"
              if nulls else ""))
     return 0
@@ -133,10 +136,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "prepare", help="tokenize a parquet text dataset into token shards",
         description="Tokenize a parquet text dataset (BOS before each document) into uint16 "
                     "token shards with their SHA-256 in meta.json and a copy of the tokenizer, "
-                    "for `tyr train` with task shard_lm. Rows whose text is null are counted "
-                    "and reported.",
-        epilog="examples:\n  tyr data prepare docs.parquet --tokenizer tok.json --out data/mine "
-               "--val-tokens 100000\n  tyr data prepare shards/ --tokenizer tok.json --out d "
+                    "for `tyr train` with task shard_lm. The first tokens (--val or "
+                    "--val-tokens; at most half) are the validation split. Rows whose text is "
+                    "null are counted and reported.",
+        epilog="examples:\n  tyr data prepare docs.parquet --tokenizer tok.json --out data/mine\n"
+               "  tyr data prepare docs.parquet --tokenizer tok.json --out data/mine --val 0.05\n"
+               "  tyr data prepare shards/ --tokenizer tok.json --out d --val-tokens 1000000 "
                "--format nanogpt --shard-tokens 50000000",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     d.add_argument("data", nargs="+", help="parquet files or directories of them")
@@ -148,8 +153,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     d.add_argument("--no-bos", action="store_true", help="no BOS between documents (rows then "
                    "cannot be BOS-aligned: task.bos_aligned=false)")
     d.add_argument("--shard-tokens", type=int, default=100_000_000)
-    d.add_argument("--val-tokens", type=int, default=0,
-                   help="the first N tokens go to the val shards")
+    val = d.add_mutually_exclusive_group()
+    val.add_argument("--val", type=float, default=None, metavar="FRACTION",
+                     help=f"hold out this fraction of the tokens, at most {MAX_VAL_SHARE} "
+                          f"(default {DEFAULT_VAL_FRACTION})")
+    val.add_argument("--val-tokens", type=int, default=None, metavar="N",
+                     help="hold out the first N tokens, at most half of them")
     d.add_argument("--format", choices=("fineweb", "nanogpt"), default="fineweb")
     d.add_argument("--name", default="data", help="shard file prefix")
     d.add_argument("--rank", type=int, default=0)

@@ -1,20 +1,23 @@
 """Sequential language-model batches over token shards: fixed and dynamic dimensions.
 
-A *row* is a window of `seq + 1` tokens: x = row[:-1], y = row[1:]. Rows come from the
-shards in order, either back to back (row j of a shard starts at token j * seq) or, with
-`bos_id`, BOS-aligned (see `bos_aligned_starts`): every row starts at a document's BOS.
+A *row* is a window of `seq + 1` tokens: x = row[:-1], y = row[1:].
 
 * `SequentialBatchIterator` has fixed dimensions: every batch is exactly [batch, seq]. Step k
-  takes `batch * world` rows; rank r takes the r-th block of `batch` of them. The rows a shard
-  cannot fill a whole step with are skipped (counted in `dropped_rows`), never padded.
+  takes `batch * world` rows; rank r takes the r-th block of `batch` of them. By default the
+  rows are *packed*: the shards are one token stream (documents end to end, BOS-delimited, as
+  `tyr data prepare` writes them; nanoGPT's layout) and row i starts at token i * seq of it,
+  crossing shard boundaries, so a pass reads every token. Looping, the stream wraps: step k
+  starts at token k * batch * world * seq modulo its length, so each epoch reads every token
+  and none is dropped. With `bos_id` the rows are BOS-aligned instead (nanochat's layout, see
+  `bos_aligned_starts`): every row starts at a document's BOS, a step's rows come from one
+  shard, and the rows a shard cannot fill a whole step with are skipped (`dropped_rows`).
 * `BatchIterator` is one finite pass with dynamic dimensions: ranks take rows strided
   (row i goes to rank i % world) and the last, short batch is handled as the caller chose with
   `last=` ("drop", "short" or "pad"; there is no default).
 
 Batch k of either iterator is a pure function of k, so the iterator's whole state is the
 counter: `state_dict()` / `load_state_dict()` resume exactly on the next batch.
-`check_against_graph` compares an iterator's batch shape with the model's token input, and its
-vocabulary with the bound of that input's type (`IT #[b, t] n` takes ids below `n`).
+(`pytyr.data.graph_fit.check_against_graph` compares an iterator with a model's token input.)
 """
 from __future__ import annotations
 
@@ -93,6 +96,30 @@ def bos_aligned_starts(tokens: np.ndarray, seq: int, bos_id: int) -> np.ndarray:
     return np.asarray(starts, dtype=np.int64)
 
 
+class _Stream:
+    """Shards as one token stream: windows that may cross shard boundaries and, past the
+    end, wrap around to the start."""
+
+    def __init__(self, arrays: list[np.ndarray]):
+        self.arrays = arrays
+        self.ends = np.cumsum([len(a) for a in arrays]).tolist()
+        self.total = self.ends[-1]
+
+    def read(self, start: int, n: int) -> np.ndarray:
+        """Tokens start..start+n-1 of the stream (indices modulo its length): int64 [n]."""
+        i = bisect.bisect_right(self.ends, start % self.total)
+        at = start % self.total - (self.ends[i - 1] if i else 0)
+        if at + n <= len(self.arrays[i]):  # the usual case: one contiguous read
+            return np.asarray(self.arrays[i][at:at + n], dtype=np.int64)
+        pieces = []
+        while n > 0:
+            a = self.arrays[i]
+            pieces.append(a[at:at + n])
+            n -= len(pieces[-1])
+            i, at = (i + 1) % len(self.arrays), 0
+        return np.concatenate(pieces).astype(np.int64)
+
+
 class _Rows:
     """The rows of a list of shards: per shard, back to back or at BOS-aligned starts."""
 
@@ -121,11 +148,11 @@ class _Rows:
 class SequentialBatchIterator:
     """Fixed-shape sequential batches: (x, y), int64 tensors of exactly [batch, seq].
 
-    `shards`: a shard path, a 1-D token array, or a list of them, read in order. `bos_id`
-    makes rows BOS-aligned (document datasets). `loop=True` starts over after the last step
-    (the step counter keeps growing; `epoch` says which pass); otherwise the pass ends with
-    StopIteration. `vocab_size` checks every token up front; `fmt` is the shards' format
-    (`read_shard`: headerless nanoGPT shards must say so).
+    `shards`: a shard path, a 1-D token array, or a list of them, read in order as one packed
+    stream; `bos_id` makes rows BOS-aligned instead (document datasets, see the module doc).
+    `loop=True` goes on past the end (the step counter keeps growing; `epoch` says which pass);
+    otherwise the pass ends with StopIteration. `vocab_size` checks every token up front;
+    `fmt` is the shards' format (`read_shard`: headerless nanoGPT shards must say so).
     """
 
     def __init__(self, shards: Source | Sequence[Source], batch: int, seq: int, *,
@@ -139,19 +166,40 @@ class SequentialBatchIterator:
         self.batch, self.seq, self.rank, self.world = batch, seq, rank, world
         self.bos_id, self.loop, self.device = bos_id, loop, device
         self.vocab_size = vocab_size  # every token was checked below it
-        self._rows = _Rows(arrays, names, seq, bos_id)
-        per_step = batch * world
-        steps = [c // per_step for c in self._rows.counts]
-        self.dropped_rows = sum(c - s * per_step for c, s in zip(self._rows.counts, steps))
+        self.tokens = sum(len(a) for a in arrays)
+        self.step_tokens = batch * world * seq  # the stream advances this much per step
+        if bos_id is None:
+            self._stream, self._rows = _Stream([np.asarray(a) for a in arrays]), None
+            if self.tokens < self.step_tokens + 1:
+                raise DataError(f"{', '.join(names)}: {self.tokens} tokens are too few for one "
+                                f"step of {batch * world} rows of {seq} tokens (batch {batch} "
+                                f"x world {world}), which reads {self.step_tokens + 1} tokens "
+                                f"(rows packed end to end, plus the last row's last target)")
+            self.steps_per_epoch = (self.tokens - 1) // self.step_tokens
+            self.dropped_rows = 0 if loop else \
+                (self.tokens - 1) // seq - self.steps_per_epoch * batch * world
+        else:
+            self._stream, self._rows = None, _Rows(arrays, names, seq, bos_id)
+            self._init_bos_aligned(names)
+        self.step = 0
+
+    def _init_bos_aligned(self, names: list[str]) -> None:
+        counts, per_step = self._rows.counts, self.batch * self.world
+        steps = [c // per_step for c in counts]
+        self.dropped_rows = sum(c - s * per_step for c, s in zip(counts, steps))
         self._first_step = np.cumsum([0] + steps).tolist()  # first global step of each shard
         if not any(steps):
-            need = f"{per_step} rows of {seq + 1} tokens"
-            what = " BOS-aligned" if bos_id is not None else ""
-            raise DataError(f"{', '.join(names)}: too few tokens for one step of {need}{what} "
-                            f"(batch {batch} x world {world}); the shards hold "
-                            f"{sum(len(a) for a in arrays)} tokens")
+            docs = sum(int(np.count_nonzero(a == self.bos_id)) for a in self._rows.arrays)
+            where = (f"; a step's rows come from one shard and the most in one is {max(counts)}"
+                     if sum(counts) >= per_step else "")
+            raise DataError(f"{', '.join(names)}: too few BOS-aligned rows for one step of "
+                            f"{per_step} rows of {self.seq + 1} tokens (batch {self.batch} x "
+                            f"world {self.world}): the {self.tokens} tokens hold {docs} BOS "
+                            f"(document starts), of which {sum(counts)} start a row (a row "
+                            f"starts at a BOS at least {self.seq} tokens after the previous "
+                            f"row's and needs {self.seq + 1} tokens before its shard's end)"
+                            f"{where}")
         self.steps_per_epoch = self._first_step[-1]
-        self.step = 0
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -164,26 +212,29 @@ class SequentialBatchIterator:
 
     @property
     def epoch(self) -> int:
+        """The pass the next step is in (packed: the pass its first token is in)."""
+        if self._stream is not None and self.loop:
+            return self.step * self.step_tokens // self.tokens
         return self.step // self.steps_per_epoch
 
     def __len__(self) -> int:
-        """Steps in one pass."""
+        """Whole steps in one pass (packed and looping, an epoch is tokens / step_tokens)."""
         return self.steps_per_epoch
 
     def batch_at(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Batch `step` without moving the cursor: (x, y), int64 [batch, seq]."""
-        k = step % self.steps_per_epoch
-        shard = bisect.bisect_right(self._first_step, k) - 1
-        first = ((k - self._first_step[shard]) * self.world + self.rank) * self.batch
-        if self._rows.starts is None:
-            # the fast path: one contiguous read, x and y are views of one buffer (made by
+        k = step if self.loop and self._stream is not None else step % self.steps_per_epoch
+        if self._stream is not None:
+            # one read of batch * seq + 1 tokens; x and y are views of one buffer (made by
             # numpy: a torch slice and view cost as much again as the read)
-            begin, shape = first * self.seq, (self.batch, self.seq)
-            buf = np.asarray(self._rows.arrays[shard][begin:begin + self.seq * self.batch + 1],
-                             dtype=np.int64)
+            begin = (k * self.world + self.rank) * self.batch * self.seq
+            buf = self._stream.read(begin, self.batch * self.seq + 1)
+            shape = (self.batch, self.seq)
             x = torch.from_numpy(buf[:-1].reshape(shape))
             y = torch.from_numpy(buf[1:].reshape(shape))
         else:
+            shard = bisect.bisect_right(self._first_step, k) - 1
+            first = ((k - self._first_step[shard]) * self.world + self.rank) * self.batch
             rows = torch.from_numpy(self._rows.rows(shard, first, self.batch))
             x, y = rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
         if self.device is not None:
@@ -201,9 +252,11 @@ class SequentialBatchIterator:
         return out
 
     def _identity(self) -> dict[str, Any]:
+        arrays = self._stream.arrays if self._stream is not None else self._rows.arrays
         return {"kind": type(self).__name__, "batch": self.batch, "seq": self.seq,
                 "rank": self.rank, "world": self.world, "bos_id": self.bos_id,
-                "shard_tokens": [len(a) for a in self._rows.arrays]}
+                "packing": "packed" if self._stream is not None else "bos_aligned",
+                "loop": self.loop, "shard_tokens": [len(a) for a in arrays]}
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-safe cursor: the next step plus what the stream's identity depends on."""
@@ -353,53 +406,3 @@ class BatchIterator:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step = _load_step(type(self).__name__, self._identity(), state)
-
-
-def _token_input(graph: Any, input_name: str | None) -> Any:
-    inputs = list(getattr(graph, "inputs", []))
-    model = getattr(graph, "model", "<graph>")
-    if input_name is not None:
-        for inp in inputs:
-            if inp.name == input_name:
-                return inp
-        raise ConfigError(f"model '{model}' has no input '{input_name}' (inputs: "
-                          f"{', '.join(i.name for i in inputs) or 'none'})")
-    for inp in inputs:
-        if inp.dtype == "i64" and len(inp.shape) == 2:
-            return inp
-    raise ConfigError(f"model '{model}' has no token input (an IT #[b, t] input); its inputs "
-                      f"are {', '.join(f'{i.name} : {_type(i)}' for i in inputs) or 'none'}")
-
-
-def _type(inp: Any) -> str:
-    return str(inp.type)
-
-
-def check_against_graph(iterator: Any, graph: Any | Sequence[Any],
-                        input_name: str | None = None) -> None:
-    """Check, before training, that every batch shape the iterator yields is the token input
-    of an instantiated graph (`graph`, or one of several: a model instantiated for the full
-    and for the short last batch). The token input is `input_name`, else the graph's first
-    i64 rank-2 input. A disagreement is a ConfigError naming both shapes; so is a vocabulary
-    (`vocab_size`, when the iterator was given one) larger than the input's bound."""
-    graphs = list(graph) if isinstance(graph, (list, tuple)) else [graph]
-    found = [(g, _token_input(g, input_name)) for g in graphs]
-    for inp in (i for _, i in found):
-        if inp.dtype != "i64" or len(inp.shape) != 2:
-            raise ConfigError(f"input '{inp.name}' : {_type(inp)} is not a token input "
-                              f"(expected IT #[b, t])")
-    have = {tuple(i.shape) for _, i in found}
-    for b, t in iterator.shapes:
-        if (b, t) not in have:
-            models = "; ".join(f"model '{getattr(g, 'model', '<graph>')}' input '{i.name}' : "
-                               f"{_type(i)}" for g, i in found)
-            raise ConfigError(f"{type(iterator).__name__} yields batches of [{b}, {t}] "
-                              f"(batch {b}, seq {t}) but {models} (b = "
-                              f"{', '.join(str(i.shape[0]) for _, i in found)}, t = "
-                              f"{', '.join(str(i.shape[1]) for _, i in found)})")
-    vocab = getattr(iterator, "vocab_size", None)
-    for g, i in found:
-        if vocab is not None and i.bound is not None and vocab > i.bound:
-            raise ConfigError(f"{type(iterator).__name__} yields ids below {vocab} (its "
-                              f"vocab_size) but model '{getattr(g, 'model', '<graph>')}' input "
-                              f"'{i.name}' : {_type(i)} takes ids below {i.bound}")

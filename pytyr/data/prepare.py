@@ -1,14 +1,17 @@
 """`tyr data prepare`: a parquet text dataset → token shards (+ `meta.json`).
 
 The documents are streamed row group by row group (`ParquetTextStream`), tokenized with a BOS
-before each, and cut into shards of `shard_tokens` tokens: the first `val_tokens` tokens go to
-`{name}_val_000000.bin`, ... and the rest to `{name}_train_000000.bin`, ... (the FineWeb
-layout of modded-nanogpt; documents run on across shard boundaries). Every shard is written
-atomically; `meta.json` is written last and lists them with their SHA-256, and the SHA-256 of
-the tokenizer copy, and carries its own checksum, so a directory with a `meta.json` is complete
-and a replaced or edited file in it is found (`shard_lm`). `name` is a plain file-name prefix
-and `out_dir` a directory (or nothing yet), both checked before any work. With `world > 1`,
-rank r prepares its strided row groups into `{name}_r{r}_...`.
+before each into a temporary file beside the shards; once the total is known the validation
+split is decided (`ValSplit`: a fraction or a count, refused when it would leave training the
+smaller part, before any shard is written), and the tokens are cut into shards of
+`shard_tokens` tokens: the first tokens of the split go to `{name}_val_000000.bin`, ... and
+the rest to `{name}_train_000000.bin`, ... (the FineWeb layout of modded-nanogpt; documents
+run on across shard boundaries). Every shard is written atomically; `meta.json` is written
+last and lists them with their SHA-256, and the SHA-256 of the tokenizer copy, and carries its
+own checksum, so a directory with a `meta.json` is complete and a replaced or edited file in
+it is found (`shard_lm`). `name` is a plain file-name prefix and `out_dir` a directory (or
+nothing yet), both checked before any work. With `world > 1`, rank r prepares its strided row
+groups into `{name}_r{r}_...`.
 """
 from __future__ import annotations
 
@@ -22,7 +25,8 @@ import numpy as np
 
 from pytyr.atomic import atomic_write_text
 from pytyr.data.parquet import ParquetTextStream
-from pytyr.data.shards import FORMATS, MAX_VOCAB, write_shard
+from pytyr.data.shards import FORMATS, MAX_VOCAB, TOKEN_DTYPE, write_shard
+from pytyr.data.split import ValSplit
 from pytyr.data.tokenizer import Tokenizer, encode_documents
 from pytyr.digest import file_sha256, stamped
 from pytyr.errors import ConfigError, DataError
@@ -30,6 +34,8 @@ from pytyr.paths import output_dir
 
 # A shard prefix names files inside --out, nothing else: no separators, no leading dot.
 PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}")
+
+_CHUNK = 1 << 24  # tokens copied from the scratch file at a time
 
 
 class _ShardWriter:
@@ -68,22 +74,42 @@ class _ShardWriter:
             self._flush(self.buffered)
 
 
+def _tokenize(stream: ParquetTextStream, tokenizer: Tokenizer, path: Path,
+              progress: bool | None) -> tuple[int, int]:
+    """Append the stream's documents, tokenized with a BOS before each, to `path` as raw
+    uint16; return (tokens, documents)."""
+    from tqdm import tqdm
+
+    total = docs = 0
+    hide = None if progress is None else not progress  # None: tqdm shows it on a terminal
+    with open(path, "wb") as f, tqdm(total=len(stream), unit="group", desc="tokenizing",
+                                     disable=hide) as bar:
+        for _, texts in stream:
+            tokens = encode_documents(tokenizer, texts, bos=tokenizer.bos_id is not None)
+            tokens.astype(TOKEN_DTYPE, copy=False).tofile(f)
+            total += len(tokens)
+            docs += len(texts)
+            bar.update(1)
+            bar.set_postfix(docs=docs, refresh=False)
+    return total, docs
+
+
 def prepare_parquet(paths: Any, tokenizer: Tokenizer, out_dir: str | os.PathLike[str], *,
                     column: str = "text", shard_tokens: int = 100_000_000,
-                    val_tokens: int = 0, fmt: str = "fineweb", name: str = "data",
+                    val_tokens: int | None = None, val_fraction: float | None = None,
+                    fmt: str = "fineweb", name: str = "data",
                     rank: int = 0, world: int = 1, progress: bool | None = None,
                     tokenizer_path: str | None = None) -> dict[str, Any]:
     """Tokenize the parquet dataset at `paths` into shards in `out_dir`; return the metadata
-    (also written to `out_dir/meta.json`). `progress=None` shows a bar on a terminal only."""
-    from tqdm import tqdm
-
+    (also written to `out_dir/meta.json`). The validation split is `val_tokens` tokens or
+    `val_fraction` of them (neither: `DEFAULT_VAL_FRACTION`). `progress=None` shows a bar on
+    a terminal only."""
     if fmt not in FORMATS:
         raise ConfigError(f"--format: unknown shard format {fmt!r} (known: "
                           f"{', '.join(FORMATS)})")
     if not (isinstance(shard_tokens, int) and shard_tokens >= 1):
         raise ConfigError(f"--shard-tokens must be a positive integer, got {shard_tokens!r}")
-    if not (isinstance(val_tokens, int) and val_tokens >= 0):
-        raise ConfigError(f"--val-tokens must be a non-negative integer, got {val_tokens!r}")
+    split = ValSplit(val_fraction, val_tokens)
     if not (isinstance(name, str) and PLAIN_NAME.fullmatch(name)):
         raise ConfigError(f"--name {name!r} must be a plain file-name prefix (letters, digits, "
                           f"'_', '-', '.'; not starting with '.'), so that every shard stays "
@@ -98,25 +124,27 @@ def prepare_parquet(paths: Any, tokenizer: Tokenizer, out_dir: str | os.PathLike
     except OSError as err:
         raise ConfigError(f"{out}: cannot make the shard directory (--out): "
                           f"{err.strerror or err}") from None
-    (out / "meta.json").unlink(missing_ok=True)  # the directory is incomplete until the end
     prefix = name if world == 1 else f"{name}_r{rank}"
-    writer = _ShardWriter(out, prefix, shard_tokens, val_tokens, fmt)
-    docs = 0
-    hide = None if progress is None else not progress  # None: tqdm shows it on a terminal
-    with tqdm(total=len(stream), unit="group", desc="tokenizing", disable=hide) as bar:
-        for _, texts in stream:
-            writer.add(encode_documents(tokenizer, texts, bos=tokenizer.bos_id is not None))
-            docs += len(texts)
-            bar.update(1)
-            bar.set_postfix(docs=docs, refresh=False)
-    writer.close()
-    total = sum(s["tokens"] for split in writer.written.values() for s in split)
-    if total == 0:
-        raise DataError(f"{', '.join(map(str, stream.files))}: empty dataset: no tokens "
-                        f"(every '{column}' value of this rank is empty or null)")
+    scratch = out / f".{prefix}.tokens.tmp"  # every token, until the split is known
+    try:
+        total, docs = _tokenize(stream, tokenizer, scratch, progress)
+        if total == 0:
+            raise DataError(f"{', '.join(map(str, stream.files))}: empty dataset: no tokens "
+                            f"(every '{column}' value of this rank is empty or null)")
+        n_val = split.tokens(total)  # a refusal leaves a data set already there complete
+        (out / "meta.json").unlink(missing_ok=True)  # the directory is incomplete until the end
+        writer = _ShardWriter(out, prefix, shard_tokens, n_val, fmt)
+        tokens = np.memmap(scratch, dtype=TOKEN_DTYPE, mode="r", shape=(total,))
+        for start in range(0, total, _CHUNK):
+            writer.add(np.asarray(tokens[start:start + _CHUNK]))
+        writer.close()
+        del tokens
+    finally:
+        scratch.unlink(missing_ok=True)
     source = tokenizer_path or tokenizer.source
     tokenizer.save(out / "tokenizer.json")  # the data set is self-contained: sampling decodes
-    meta = {"format": fmt, "tokens": total, "documents": docs, "null_rows": stream.null_rows,
+    meta = {"format": fmt, "tokens": total, "val_tokens": n_val, "train_tokens": total - n_val,
+            "documents": docs, "null_rows": stream.null_rows,
             "vocab_size": tokenizer.vocab_size, "bos_id": tokenizer.bos_id,
             "tokenizer": source, "tokenizer_sha256": file_sha256(out / "tokenizer.json"),
             "column": column, "rank": rank, "world": world,

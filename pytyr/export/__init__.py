@@ -1,10 +1,11 @@
 """`tyr export`: a trained run in another framework's format.
 
-    export_run("hf-gpt2", Path("runs/gpt"), Path("out/gpt2"))
+    export_run("hf", Path("runs/gpt"), Path("out/gpt2"))
 
-The destination is refused, before anything is read, when it is or lies inside a checkpoint
-(this run's `ckpt/` or any other; links followed): an export there would replace the
-checkpoint's own files.
+`hf` writes a Hugging Face directory (model, tokenizer, generation config; `hf.py`) of the
+architecture the run's weights have; `hf-gpt2` and `hf-nanochat` name it. The destination is
+refused, before anything is read, when it is or lies inside a checkpoint (this run's `ckpt/`,
+`best/` or any other; links followed): an export there would replace the checkpoint's files.
 """
 from __future__ import annotations
 
@@ -12,18 +13,18 @@ from pathlib import Path
 
 from pytyr.errors import ConfigError
 
-FORMATS = ("hf-gpt2",)
+FORMATS = ("hf", "hf-gpt2", "hf-nanochat")
 
 
-def export_run(fmt: str, run_dir: Path, out: Path) -> Path:
+def export_run(fmt: str, run_dir: Path, out: Path, checkpoint: str = "best") -> Path:
     from pytyr.train.checkpoint import checkpoint_around
 
     inside = checkpoint_around(out)
     if inside is not None:
         raise ConfigError(f"{out}: the export would write into the checkpoint {inside}; give a "
                           f"directory outside every checkpoint (e.g. {run_dir}-{fmt})")
-    if fmt == "hf-gpt2":
-        from pytyr.export.hf_gpt2 import export_gpt2
+    if fmt in FORMATS:
+        from pytyr.export.hf import export_hf
 
-        return export_gpt2(run_dir, out)
+        return export_hf(run_dir, out, fmt[3:] or None, checkpoint)
     raise ConfigError(f"unknown export format {fmt!r} (known: {', '.join(FORMATS)})")

@@ -1,4 +1,5 @@
-"""The GPT example's checkpoint as a Hugging Face GPT-2 directory.
+"""The GPT example's checkpoint as a Hugging Face `GPT2LMHeadModel` (`hf.py` writes the
+directory, with the tokenizer files of `hf_tokenizer.py`).
 
 The Lean GPT (`examples/gpt/GPT.lean`) is GPT-2's architecture: pre-LayerNorm blocks (eps
 1e-5) of fused-qkv causal attention and a 4× exact-GELU MLP, learned positions, a head tied
@@ -19,24 +20,14 @@ Every key the layout needs is checked first (missing, unexpected, mis-shaped: al
 """
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 from typing import Any
 
-from pytyr.atomic import atomic_write_text
-from pytyr.errors import SafeTensorsError
-from pytyr.paths import output_dir
+from pytyr.errors import ConfigError, SafeTensorsError
+from pytyr.hf.gpt2 import PER_BLOCK
 
 _BLOCK = re.compile(r"blocks\.([0-9]+)\.(.+)")
-_PER_BLOCK = {  # our name -> (GPT-2 name, transposed)
-    "ln_1": ("ln_1.weight", False), "ln_1_bias": ("ln_1.bias", False),
-    "ln_2": ("ln_2.weight", False), "ln_2_bias": ("ln_2.bias", False),
-    "attn.c_attn": ("attn.c_attn.weight", True), "attn.c_attn_bias": ("attn.c_attn.bias", False),
-    "attn.c_proj": ("attn.c_proj.weight", True), "attn.c_proj_bias": ("attn.c_proj.bias", False),
-    "mlp.c_fc": ("mlp.c_fc.weight", True), "mlp.c_fc_bias": ("mlp.c_fc.bias", False),
-    "mlp.c_proj": ("mlp.c_proj.weight", True), "mlp.c_proj_bias": ("mlp.c_proj.bias", False),
-}
+_PER_BLOCK = PER_BLOCK  # our name -> (GPT-2 name, transposed); `tyr run` reads by its inverse
 
 
 def _shapes(c: int, v: int, p: int) -> dict[str, tuple[int, ...]]:
@@ -85,29 +76,20 @@ def gpt2_tensors(weights: dict[str, Any], where: str) -> tuple[dict[str, Any], d
     return out, {"vocab": v, "width": c, "positions": p, "layers": len(layers)}
 
 
-def export_gpt2(run_dir: Path, out: Path) -> Path:
-    from pytyr.safetensors import write_file
-    from pytyr.train.run import read_run, run_weights
-
-    run = read_run(run_dir)
-    output_dir(out, "export directory")
-    tensors, sizes = gpt2_tensors(run_weights(run_dir), str(run_dir / "ckpt"))
-    c = run["values"].get("c", {}) if isinstance(run["values"], dict) else {}
+def gpt2_config(sizes: dict[str, int], values: dict[str, Any], where: str,
+                ids: dict[str, int | None]) -> dict[str, Any]:
+    """config.json of a GPT2LMHeadModel of `sizes`, its heads from the run's `model.c.n_head`,
+    with the special ids `ids`."""
+    c = values.get("c", {}) if isinstance(values, dict) else {}
     n_head = c.get("n_head") if isinstance(c, dict) else None
     if not isinstance(n_head, int) or n_head < 1 or sizes["width"] % n_head:
-        from pytyr.errors import ConfigError
-
-        raise ConfigError(f"{run_dir}/run.json: model.c.n_head ({n_head!r}) must be a positive "
-                          f"divisor of the width {sizes['width']}")
-    config = {
+        raise ConfigError(f"{where}: model.c.n_head ({n_head!r}) must be a positive divisor "
+                          f"of the width {sizes['width']}")
+    return {
         "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
         "vocab_size": sizes["vocab"], "n_positions": sizes["positions"], "n_embd": sizes["width"],
         "n_layer": sizes["layers"], "n_head": n_head, "n_inner": 4 * sizes["width"],
         "activation_function": "gelu", "layer_norm_epsilon": 1e-5,
         "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
-        "initializer_range": 0.02, "tie_word_embeddings": True, "torch_dtype": "float32",
+        "initializer_range": 0.02, "tie_word_embeddings": True, "torch_dtype": "float32", **ids,
     }
-    out.mkdir(parents=True, exist_ok=True)
-    write_file(tensors, out / "model.safetensors", {"format": "pt"})
-    atomic_write_text(out / "config.json", json.dumps(config, indent=2) + "\n")
-    return out

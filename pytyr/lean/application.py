@@ -1,11 +1,12 @@
 """Applications, as Lean's `ElabAppArgs` elaborates them (`src/Lean/Elab/App.lean`).
 
 The head is a name, a projection or a `.ctor`; implicit arguments become metavariables; before
-the first explicit argument the expected type is unified with the result type
-(`propagateExpectedType`), so a mismatch is reported at the argument that causes it; explicit
-arguments are checked against their binder types; a `fun` argument is elaborated last, against
-its binder type with what is solved by then (Lean postpones it); `(h : P := by decide)`
-obligations are decided on closed propositions; defaults are the declaration's, instantiated.
+each explicit or named argument, until it succeeds once, the expected type is unified with the
+result type (`propagateExpectedType`), so a mismatch is reported at the argument that causes
+it; explicit arguments are checked against their binder types; a `fun` argument is elaborated
+last, against its binder type with what is solved by then (Lean postpones it);
+`(h : P := by decide)` obligations are decided on closed propositions; defaults are the
+declaration's, instantiated.
 """
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ from ..errors import Pos
 from . import syntax as S
 from .env import BUILTIN_TYPES, CtorInfo, DefInfo, IndInfo, StructInfo
 from .failure import Fail, short
+from .hints import split_hint
 from .parser import SUBSET
-from .terms import (FLOAT, NAT, PAIR_FIELDS, PROP, SHAPE, App, Call, CtorV, InitV, Opaque, Param,
-                    Pi, Prod, Proj,
-                    StructV, Term, Var, instantiate, occurs, subst)
+from .reshapes import DISCIPLINED, misfit
+from .terms import (FLOAT, NAT, PAIR_FIELDS, PROP, SHAPE, App, Arr, Call, CtorV, InitV, Lit,
+                    Opaque, Param, Pi, Prod, Proj, StructV, Term, Var, instantiate, occurs,
+                    subst)
 
 if TYPE_CHECKING:
     from .elaborate import Ctx, TermElab
@@ -127,7 +130,12 @@ class ApplyRules:
     def apply(self: "TermElab", name: str, params: tuple[Param, ...], result: Term,
               args: list[S.Arg], expected: Term | None, ctx: "Ctx", pos: Pos, *, callee: Any,
               self_arg: tuple[Term, Term] | None, soft: bool = False) -> tuple[Term, Term]:
-        named = {a.name: a for a in args if a.name}
+        named: dict[str, S.Arg] = {}
+        for a in args:
+            if a.name in named:  # Lean's `addNamedArg`, before anything is elaborated
+                raise Fail(a.pos or a.expr.pos, f"argument '{a.name}' was already set")
+            if a.name:
+                named[a.name] = a
         positional = [a for a in args if not a.name]
         for a in named:
             if not any(p.name == a for p in params):
@@ -141,7 +149,10 @@ class ApplyRules:
         for i, p in enumerate(params):
             pty = subst(p.type, m)
             if p.name in named:
-                v = self.check_arg(name, p, named.pop(p.name).expr, pty, ctx)
+                arg = named.pop(p.name).expr
+                if propagate and not isinstance(arg, (S.By, S.Hole)):
+                    propagate = not self.propagate_expected(params[i:], result, m, expected)
+                v = self.check_arg(name, p, arg, pty, ctx)
             elif p.kind == "implicit":
                 v = self.mctx.fresh(p.name)
                 self.pending.append((v, p.name, name, pos))
@@ -154,8 +165,7 @@ class ApplyRules:
             elif positional:
                 arg = positional.pop(0).expr
                 if propagate and not isinstance(arg, (S.By, S.Hole)):
-                    propagate = False
-                    self.propagate_expected(params[i:], result, m, expected)
+                    propagate = not self.propagate_expected(params[i:], result, m, expected)
                 if isinstance(arg, S.Fun):
                     v = Opaque("fun")
                     funs.append((len(values), p, arg))
@@ -198,18 +208,37 @@ class ApplyRules:
         del self.deferred[first_deferred:]
         for fname, dp, dty, dpos in mine:
             decide(self.norm, fname, dp, instantiate(dty, self.mctx), dpos)
+        if name in DISCIPLINED:
+            self.reshape_discipline(params, values, DISCIPLINED[name], pos)
         return self.result_term(name, params, values, callee, pos), res
 
+    def reshape_discipline(self: "TermElab", params: tuple[Param, ...], values: list[Term],
+                           hatch: str, pos: Pos) -> None:
+        """`reshape` with closed shapes must merge or split adjacent axes (`reshapes.py`)."""
+        byname = {p.name: v for p, v in zip(params, values)}
+        dims = []
+        for key in ("s", "target"):
+            arr = self.whnf(instantiate(byname[key], self.mctx))
+            items = [self.whnf(d) for d in arr.items] if isinstance(arr, Arr) else None
+            if items is None or not all(isinstance(d, Lit) for d in items):
+                return  # symbolic: the discipline needs numbers, as `by decide` does
+            dims.append([d.n for d in items])  # type: ignore[attr-defined]
+        why = misfit(dims[0], dims[1])
+        if why is not None:
+            raise Fail(pos, f"reshape of T {_show_dims(dims[0])} to {_show_dims(dims[1])}: "
+                            f"{why}; if this regrouping is meant, use `{hatch}`")
+
     def propagate_expected(self: "TermElab", rest: tuple[Param, ...], result: Term,
-                           m: dict[int, Term], expected: Term) -> None:
-        """Lean's `propagateExpectedType`, run before the first explicit argument: when the
-        result type does not depend on the arguments still to come (explicit ones, later
-        implicit ones, defaults), unify it with the expected type now. A failure is silent:
-        the mismatch is reported where it shows, later."""
+                           m: dict[int, Term], expected: Term) -> bool:
+        """Lean's `propagateExpectedType`, tried before each explicit or named argument until
+        it succeeds: when the result type does not depend on the arguments still to come
+        (this one, later ones, implicit ones, defaults), unify it with the expected type now.
+        A failure is silent (the mismatch is reported where it shows, later) and the next
+        argument tries again; `True` when it succeeded."""
         later = {p.uid for p in rest}
         if occurs(result, lambda t: isinstance(t, Var) and t.uid in later):
-            return
-        self.unify(subst(result, m), expected)
+            return False
+        return self.unify(subst(result, m), expected)
 
     def check_arg(self: "TermElab", fname: str, p: Param, e: S.Expr, pty: Term,
                   ctx: "Ctx") -> Term:
@@ -227,7 +256,9 @@ class ApplyRules:
             t, ty = self.elab(e, pty, ctx, soft=True)
         if not self.unify(ty, pty):
             raise Fail(e.pos, f"argument '{p.name}' of '{short(fname)}' has type "
-                              f"{self.show(ty)} but is expected to have type {self.show(pty)}")
+                              f"{self.show(ty)} but is expected to have type {self.show(pty)}"
+                              + split_hint(instantiate(ty, self.mctx),
+                                           instantiate(pty, self.mctx)))
         return t
 
     def _literal_fits(self: "TermElab", pty: Term) -> bool:
@@ -254,6 +285,10 @@ class ApplyRules:
                 or name == "Vector.foldl":
             return Call(name, tuple(values), pos)
         return App(name, tuple(values))
+
+
+def _show_dims(ds: list[int]) -> str:
+    return "#[" + ", ".join(map(str, ds)) + "]"
 
 
 def ctx_empty() -> "Ctx":

@@ -182,14 +182,14 @@ class TermParser:
 
     def argument(self) -> S.Arg:
         if self.at("(") and self.peek().kind == "ident" and self.peek(2).text == ":=":
-            self.next()
+            open_tok = self.next()
             name = self.next().text
             self.next()
             saved, self.pos_col = self.pos_col, None
             e = self.term()
             self.pos_col = saved
             self.expect(")", "to close the named argument")
-            return S.Arg(e, name)
+            return S.Arg(e, name, open_tok.pos)
         return S.Arg(self.term(MAX_PREC))
 
     def leading(self) -> S.Expr:

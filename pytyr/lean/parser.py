@@ -7,12 +7,15 @@ Lean" error.
 from __future__ import annotations
 
 from . import syntax as S
-from ..errors import Pos
+from ..errors import Diagnostic, LeanError, Pos
 from .lexer import Token
 from .parse_terms import MAX_NESTING, SUBSET, TermParser
 
 __all__ = ["MAX_NESTING", "SUBSET", "Parser", "parse"]
 
+# What Lean's `declaration` parser accepts after its modifiers (a doc comment, `@[…]`) that
+# the subset reads; the commands of UNSUPPORTED_COMMANDS are declarations too (or modifiers).
+DECLARATIONS = {"def", "abbrev", "structure", "inductive"}
 UNSUPPORTED_COMMANDS = {
     "theorem": "theorems", "instance": "instance declarations", "class": "class declarations",
     "variable": "`variable`", "universe": "`universe`", "mutual": "mutual blocks",
@@ -53,7 +56,9 @@ class Parser(TermParser):
             return None
         doc = None
         if t.kind == "doc":
-            doc = self.next().text[3:-2].strip()
+            doc_tok = self.next()
+            doc = doc_tok.text[3:-2].strip()
+            self._documented(doc_tok)
         attrs: list[str] = []
         if self.at("@["):
             self.next()
@@ -112,6 +117,22 @@ class Parser(TermParser):
         raise self.error(f"expected a command (def, abbrev, structure, inductive, namespace, "
                          f"section, end, open), found '{t.text or 'end of file'}'")
 
+    def _documented(self, doc: Token) -> None:
+        """A doc comment is part of a declaration's modifiers (Lean's `declModifiers`), so a
+        declaration must follow it: Lean rejects one before `namespace`, `open`, `end`, another
+        doc comment or the end of the file, located where the doc comment ends."""
+        t = self.tok
+        if t.kind in ("keyword", "ident") and (t.text in DECLARATIONS
+                                               or t.text in UNSUPPORTED_COMMANDS) \
+                or self.at("@["):
+            return
+        raise self.error_at(_end(doc), f"unexpected {_describe(t)}; expected a declaration "
+                                       f"after the doc comment (def, abbrev, structure, "
+                                       f"inductive)")
+
+    def error_at(self, pos: Pos, msg: str) -> LeanError:
+        return LeanError([Diagnostic(pos, msg)])
+
     def definition(self, doc: str | None, attrs: list[str]) -> S.Def:
         kw = self.next()
         name = self.ident("a definition name")
@@ -140,9 +161,15 @@ class Parser(TermParser):
         if self.tok.kind == "ident" and self.peek().text == "::":
             raise self.error(f"custom structure constructors are {SUBSET}")
         fields: list[S.Field] = []
-        while True:
+        # Lean's fields are `manyIndent`: each starts at the first one's column or right of
+        # it, and a doc comment belongs to a field only when a field name follows (`atomic`);
+        # otherwise it is left to the next command, which must be a declaration.
+        col = self.tok.pos.col
+        while self.tok.pos.col >= col:
             fdoc = None
             if self.tok.kind == "doc":
+                if self.peek().kind != "ident":
+                    break
                 fdoc = self.next().text[3:-2].strip()
             if self.tok.kind != "ident":
                 break
@@ -183,7 +210,8 @@ class Parser(TermParser):
         self.expect("where", f"after 'inductive {name.text}'")
         ctors: list[S.Ctor] = []
         while True:
-            if self.tok.kind == "doc":
+            # As for fields, a doc comment not followed by `|` is the next command's.
+            if self.tok.kind == "doc" and self.peek().text == "|":
                 self.next()
             if not self.at("|"):
                 break
@@ -197,6 +225,21 @@ class Parser(TermParser):
         return S.Inductive(name.pos, name.text, binders, ctors, names, doc, where)
 
     # -- terms ------------------------------------------------------------------------------
+
+def _end(tok: Token) -> Pos:
+    """Where a token ends: Lean reports a token that may not follow it there."""
+    lines = tok.text.split("\n")
+    col = tok.pos.col + len(lines[0]) if len(lines) == 1 else len(lines[-1])
+    return Pos(tok.pos.file, tok.pos.line + len(lines) - 1, col)
+
+
+def _describe(t: Token) -> str:
+    if t.kind == "eof":
+        return "end of input"
+    if t.kind == "ident":
+        return "identifier"
+    return f"token '{t.text[:3] if t.kind in ('doc', 'moddoc') else t.text}'"
+
 
 def parse(text: str, file: str) -> S.Module:
     return Parser(text, file).module()

@@ -60,11 +60,13 @@ class Program:
     loaded: dict[str, Path] = field(default_factory=dict)  # module name -> file
     modules: dict[Path, S.Module] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    # Text to check instead of the file's, by resolved path: an editor's unsaved buffers.
+    sources: dict[str, str] = field(default_factory=dict)
     _keys: set[str] = field(default_factory=set)  # resolved paths of the modules loaded
 
     def load_file(self, path: str | Path) -> None:
         path = Path(path)
-        if not path.is_file():
+        if str(path.resolve()) not in self.sources and not path.is_file():
             what = "is a directory, not a Lean file" if path.is_dir() else "file not found"
             self.diagnostics.append(Diagnostic(Pos(str(path), 1, 0), what))
             return
@@ -81,7 +83,7 @@ class Program:
         bases = [tyr_root()] if name == "Tyr" or name.startswith("Tyr.") else [root]
         for base in bases:
             try:
-                if (base / rel).is_file():
+                if (base / rel).is_file() or str((base / rel).resolve()) in self.sources:
                     return base / rel
             except OSError:  # a name the file system refuses (too long, …) names no module
                 return None
@@ -97,8 +99,10 @@ class Program:
         self._keys.add(key)
         t0 = time.perf_counter()
         try:
-            raw = path.read_bytes()
-            text = raw.decode("utf-8")
+            text = self.sources.get(key)
+            if text is None:
+                raw = path.read_bytes()
+                text = raw.decode("utf-8")
         except OSError as err:
             self.diagnostics.append(Diagnostic(Pos(shown, 1, 0), f"cannot read: {err.strerror}"))
             return
@@ -166,10 +170,12 @@ class Program:
             hit = _LIBRARY.get(key)
         if hit is None or hit[0] != files:
             target = tyr_root() / "Tyr.lean"
+            before = set(self.modules)  # the importing file is not part of the library
             self._load(target, self._display(target), str(target.resolve()), stack, root)
             if not self.diagnostics:
+                library = {p: m for p, m in self.modules.items() if p not in before}
                 with _LIBRARY_LOCK:
-                    _LIBRARY[key] = (files, self.env.snapshot(), dict(self.modules))
+                    _LIBRARY[key] = (files, self.env.snapshot(), library)
             return True
         _, snap, modules = hit
         self.checker.env = self.checker.scope.env = Env.restore(snap)
@@ -191,10 +197,6 @@ class Program:
                 self.diagnostics.append(Diagnostic(cmd.pos, "this declaration is nested too "
                                                             "deeply for the checker; split it "
                                                             "with `let`"))
-        if checker.scope.stack:
-            kind, name, _, _ = checker.scope.stack[-1]
-            self.diagnostics.append(Diagnostic(Pos(mod.file, 1, 0),
-                                               f"{kind} '{name or ''}' is never closed with `end`"))
 
     # ---- queries ------------------------------------------------------------------------
     def raise_if_errors(self) -> None:

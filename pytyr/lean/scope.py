@@ -11,8 +11,8 @@ class Scope:
         self.env = env
         self.namespaces: list[str] = []
         self.opens: list[str] = []
-        # (kind, name, namespace depth, number of opens before it), innermost last
-        self.stack: list[tuple[str, str | None, int, int]] = []
+        # (kind, name, namespaces and opens before it), one per scope, innermost last
+        self.stack: list[tuple[str, str, int, int]] = []
 
     def reset(self) -> None:
         """A new module starts outside every namespace, with nothing open."""
@@ -44,17 +44,40 @@ class Scope:
         return None
 
     def enter(self, kind: str, name: str | None) -> None:
-        depth = len(name.split(".")) if kind == "namespace" and name else 0
-        if depth:
-            self.namespaces.extend(name.split("."))  # type: ignore[union-attr]
-        self.stack.append((kind, name, depth, len(self.opens)))
+        """`namespace A.B` (or `section A.B`) opens one scope per component, as Lean's
+        `addScopes` does; `section` alone opens one unnamed scope."""
+        for part in name.split(".") if name else [""]:
+            self.stack.append((kind, part, len(self.namespaces), len(self.opens)))
+            if kind == "namespace":
+                self.namespaces.append(part)
 
     def leave(self, name: str | None, pos: Pos) -> None:
+        """Lean's `end` (`elabEnd`, `src/Lean/Elab/BuiltinCommand.lean`): `end N₁.….Nₖ` closes
+        the k innermost scopes, whose names must be `N₁ … Nₖ`, so `end Model` closes the
+        `Model` of `namespace Toy.Model` and leaves `Toy` open; a bare `end` closes one
+        unnamed section. The scopes are closed even when the name is wrong, as in Lean, and a
+        scope still open at the end of the file is fine."""
+        parts = name.split(".") if name else []
         if not self.stack:
-            raise Fail(pos, "`end` without an open namespace or section")
-        kind, opened, depth, nopens = self.stack.pop()
-        if (name or None) != (opened or None):
-            raise Fail(pos, f"invalid 'end', expected {kind} name '{opened or ''}', "
-                            f"found '{name or ''}'")
-        del self.namespaces[len(self.namespaces) - depth:]
+            raise Fail(pos, "invalid `end`: there is no current scope to end")
+        if len(parts) > len(self.stack):
+            self._close(len(self.stack))
+            raise Fail(pos, f"invalid name after `end`: `{name}` contains too many components")
+        n = max(len(parts), 1)
+        headers = ".".join(h for _, h, _, _ in self.stack[len(self.stack) - n:])
+        self._close(n)
+        if not parts and headers:
+            raise Fail(pos, f"missing name after `end`: expected the current scope name "
+                            f"`{headers}`")
+        if len(parts) == 1 and not headers:
+            raise Fail(pos, f"unexpected name `{name}` after `end`: the current section is "
+                            f"unnamed")
+        if parts and headers != name:
+            raise Fail(pos, f"invalid name after `end`: expected `{headers}`, but found "
+                            f"`{name}`")
+
+    def _close(self, n: int) -> None:
+        _, _, nspaces, nopens = self.stack[len(self.stack) - n]
+        del self.stack[len(self.stack) - n:]
+        del self.namespaces[nspaces:]
         del self.opens[nopens:]

@@ -18,8 +18,8 @@ from .elaborate import decide
 from .evaluate import brief, closed_tensor_type
 from .failure import Fail
 from .numerals import float_of_nat
-from .terms import FLOAT, NAT, App, Arr, Eq, FLit, Lit, MetaCtx, Rel, Term, TensorV, \
-    instantiate, is_closed, show, subst
+from .terms import FLOAT, NAT, App, Arr, Eq, FLit, Lit, Meta, MetaCtx, Rel, Term, TensorV, \
+    instantiate, is_closed, occurs, show, subst
 
 _GRAPH = Pos("<graph>", 0, 0)
 # (id of the op's DefInfo, inputs, attrs, implicit) → (that DefInfo, result). Shared by every
@@ -97,7 +97,14 @@ class LeanSignatures:
                         raise TyrError(f"'{op}' needs the attribute '{p.name}'")
                     m[p.uid] = _attr_term(op, p.name, attrs[p.name], norm(pty))
                 elif p.tactic is not None or isinstance(norm(pty), (Eq, Rel)):
-                    decide(norm, op, p, instantiate(pty, mctx), _GRAPH)
+                    prop = instantiate(pty, mctx)
+                    open_ = sorted({t.name for t in _metas(norm(prop))})
+                    if open_:  # nothing in the node gives them: a graph made by older code
+                        raise TyrError(f"'{op}' needs the implicit argument"
+                                       f"{'s' if len(open_) > 1 else ''} "
+                                       f"{', '.join(map(repr, open_))} in the node's `implicit` "
+                                       f"to decide its hypothesis '{p.name}' : {show(norm(prop))}")
+                    decide(norm, op, p, prop, _GRAPH)
             res = norm(instantiate(subst(info.result, m), mctx))
             if not is_closed(res):
                 raise TyrError(f"'{op}': the result type {show(res)} is not determined by the "
@@ -105,6 +112,18 @@ class LeanSignatures:
             return closed_tensor_type(res, _GRAPH, f"'{op}'")
         except Fail as err:
             raise TyrError(err.msg) from None
+
+
+def _metas(t: Term) -> list[Meta]:
+    found: list[Meta] = []
+
+    def visit(x: Term) -> bool:
+        if isinstance(x, Meta):
+            found.append(x)
+        return False  # keep looking
+
+    occurs(t, visit)
+    return found
 
 
 def _graph_type(t: TensorType) -> Term:

@@ -45,6 +45,7 @@ class Hole(Expr):
 class Arg:
     expr: Expr
     name: str | None = None  # `(b := 32)`
+    pos: Pos | None = None  # where a named argument's `(` is
 
 
 @dataclass

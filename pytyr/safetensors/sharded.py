@@ -33,7 +33,14 @@ SHARD_RULES = {
     "tensor-in-two-shards": "no tensor is in two shards",
     "tensor-not-in-index": "every tensor of a referenced shard is in the weight_map",
     "no-shards": "a directory without an index holds at least one *.safetensors file",
+    "pickle-not-read": "a PyTorch pickle (torch.save, pytorch_model.bin) is not read: it can "
+                       "run code; convert it to safetensors",
 }
+# What `torch.save` writes: a zip archive (since torch 1.6), or a bare pickle before that.
+_PICKLE_MAGIC = (b"PK\x03\x04", b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")
+_PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+_CONVERT = ("convert it with transformers (AutoModel.from_pretrained(DIR).save_pretrained(OUT, "
+            "safe_serialization=True)) or safetensors.torch.save_file")
 
 
 class Checkpoint:
@@ -102,8 +109,26 @@ def open_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
     if path.is_dir():
         index = path / INDEX_NAME
         return _from_index(path, index) if index.is_file() else _from_glob(path)
+    _refuse_pickle(path)
     h = read_header(path)
     return Checkpoint(path, dict(h.tensors), {n: path for n in h.tensors}, h.metadata, None)
+
+
+def _refuse_pickle(path: Path) -> None:
+    """A `torch.save` file is refused by name, before its bytes are read as a header. (A
+    safetensors header length can begin with the same bytes; its header then starts with '{'
+    at byte 8, which neither a zip archive nor a pickle has there.)"""
+    try:
+        if not path.is_file():
+            return  # read_header names the problem
+        with open(path, "rb") as f:
+            head = f.read(9)
+    except OSError:
+        return
+    if head.startswith(_PICKLE_MAGIC) and head[8:9] != b"{":
+        raise SafeTensorsError(path, "pickle-not-read", f"a PyTorch pickle (torch.save), not "
+                               f"safetensors; tyr does not load pickles (they can run code): "
+                               f"{_CONVERT}")
 
 
 def _read_index(index: Path) -> tuple[dict[str, str], dict[str, Any]]:
@@ -232,6 +257,11 @@ def _unmapped(headers: dict[Path, Header], wmap: dict[str, str], canon: dict[str
 
 def _from_glob(directory: Path) -> Checkpoint:
     shards = sorted(directory.glob("*.safetensors"))
+    pickles = sorted(p.name for p in directory.iterdir() if p.suffix in _PICKLE_SUFFIXES)
+    if not shards and pickles:
+        raise SafeTensorsError(directory, "pickle-not-read",
+                               f"the directory holds {', '.join(pickles)} and no *.safetensors "
+                               f"file; tyr does not load pickles (they can run code): {_CONVERT}")
     if not shards:
         raise SafeTensorsError(directory, "no-shards",
                                f"the directory has no {INDEX_NAME} and no *.safetensors file")

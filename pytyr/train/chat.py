@@ -25,7 +25,8 @@ import torch
 from pytyr.config import merge
 from pytyr.errors import ConfigError, DataError, TyrError
 from pytyr.train.kvcache import CachedDecoder
-from pytyr.train.run import instantiator, make_factory, read_run, run_weights
+from pytyr.train.run import (checkpoint_dir, instantiator, make_factory, read_run,
+                             run_weights)
 from pytyr.train.sample import check_sampling_args, pick_token
 from pytyr.train.task import ModelFactory, TaskContext
 from pytyr.train.tasks import sample_options, task_class, task_options
@@ -147,8 +148,25 @@ def _held_back(text: str, stop: str | None) -> int:
     return 0
 
 
+def newest_chat_run(root: Path) -> Path:
+    """The run under `root` (`runs/`) of a language model trained most recently: what
+    `tyr chat` talks to when no `--run` is given."""
+    found = []
+    for run_json in root.glob("*/run.json") if root.is_dir() else []:
+        try:
+            cls = task_class(read_run(run_json.parent)["task"], str(run_json))
+        except TyrError:
+            continue  # not a run, or one of a task this version does not know
+        if issubclass(cls, LanguageModelTask) and checkpoint_dir(run_json.parent).is_dir():
+            found.append((run_json.stat().st_mtime, run_json.parent))
+    if not found:
+        raise ConfigError(f"no trained language model under {root}/ to chat with: train one "
+                          "(`make train`) or give --run DIR")
+    return max(found)[1]
+
+
 def open_chat(source: Any, run_dir: Path, overrides: dict[str, Any],
-              stop: str | None = None) -> ChatSession:
+              stop: str | None = None, checkpoint: str = "best") -> ChatSession:
     """A chat over the run in `run_dir`: its task, trained weights and sampling options with
     `overrides` on top. Every setting is checked before the first line is read."""
     run = read_run(run_dir)
@@ -161,8 +179,8 @@ def open_chat(source: Any, run_dir: Path, overrides: dict[str, Any],
     task = cls(task_options(cls, run["task"], where), TaskContext(1, 0))
     task.prepare()
     task.check_sampling(instantiator(source, run["model"], run["values"]), options)
-    factory = make_factory(source, run["model"], run["values"], run_weights(run_dir),
-                           str(run_dir / "ckpt"))
+    factory = make_factory(source, run["model"], run["values"], run_weights(run_dir, checkpoint),
+                           str(checkpoint_dir(run_dir, checkpoint)))
     return ChatSession(task, factory, options, stop)
 
 

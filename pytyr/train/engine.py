@@ -12,7 +12,11 @@ graph whose last output is the scalar loss) on `task`'s batches:
 - every `eval_interval` steps (and at step 0 and the end) the task's fixed evaluation batches
   are run and their metrics averaged over batches and ranks;
 - every `checkpoint_interval` steps (and at the end) rank 0 writes a checkpoint holding
-  every rank's RNG state, so `run(resume=True)` continues exactly where the run was.
+  every rank's RNG state, so `run(resume=True)` continues exactly where the run was; an
+  evaluation with the lowest `val` loss so far also writes the weights to `best/`;
+- SIGINT or SIGTERM (Ctrl-C) stops the run at the end of the step: the checkpoint, the plot
+  and the metrics are written, then `Interrupted` is raised (`--resume` continues exactly);
+- on a CPU the thread count is measured once and kept for the run (`threads.py`).
 
 Under torchrun (`distributed.py`) the module is wrapped in DDP (gradient sync only on a
 step's last micro-batch), or sharded by FSDP2 with `data_parallel="fsdp"` (checkpoints
@@ -32,7 +36,8 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from pytyr.errors import ConfigError, TyrError
+from pytyr.errors import ConfigError, Interrupted, TyrError
+from pytyr.process import StopRequest
 from pytyr.train import distributed
 from pytyr.train.checkpoint import (capture_rng, load_checkpoint, read_state, resolve,
                                     restore_rng, save_checkpoint)
@@ -40,6 +45,7 @@ from pytyr.train.optim import make_optimizers, set_rate
 from pytyr.train.report import write_outputs
 from pytyr.train.settings import TrainConfig, lr_multiplier
 from pytyr.train.task import Batch, StepRNG, Task
+from pytyr.train.threads import ThreadChoice, choose_threads
 
 History = dict[str, list[dict[str, float]]]
 _AUTOCAST = {"bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -71,6 +77,7 @@ class Engine:
         self.names = list(input_names)
         self.out_dir = Path(out_dir)
         self.ckpt = self.out_dir / "ckpt"
+        self.best = self.out_dir / "best"
         self.accum = accum
         self.row_tokens = row_tokens  # tokens per row, for the speed in tokens/s
         self.title = title
@@ -90,6 +97,8 @@ class Engine:
         # Settings beside `cfg` that decide the trajectory too (`tyr train`: the model's
         # values and the task's options), kept in the checkpoint and checked on resume.
         self.fixed: dict[str, Any] = {}
+        self.threads: ThreadChoice | None = None
+        self._recorded_threads: int | None = None
 
     # -- one batch ----------------------------------------------------------------------------
     def _autocast(self) -> contextlib.AbstractContextManager:
@@ -171,6 +180,7 @@ class Engine:
         if "scaler" in extra:
             self.scaler.load_state_dict(extra["scaler"])
         self.history = extra["history"]
+        self._recorded_threads = extra.get("threads")
         return int(state["step"])
 
     def _save(self, step: int) -> None:
@@ -183,12 +193,41 @@ class Engine:
         if not distributed.is_main():
             return
         extra: dict[str, Any] = {"history": self.history, "world": self.world}
+        if self.threads is not None:
+            extra["threads"] = self.threads.threads
         if rngs is not None:
             extra["rank_rng"] = rngs
         if self.scaler.is_enabled():
             extra["scaler"] = self.scaler.state_dict()
         save_checkpoint(self.ckpt, module=module, optimizers=optimizers, step=step,
                         config=_jsonable({**trajectory(self.cfg), **self.fixed}), extra=extra)
+
+    def _save_best(self, step: int, val: float) -> None:
+        """The weights of the evaluation with the lowest validation loss so far, to `best/`
+        (on every rank: a sharded model gathers its tensors)."""
+        module = self.module
+        if self.sharded:
+            module = distributed.StateView(distributed.full_state_dict(module))
+        if distributed.is_main():
+            save_checkpoint(self.best, module=module, optimizers=None, step=step,
+                            config=_jsonable(trajectory(self.cfg)), extra={"val": val})
+
+    def _best_val(self) -> float:
+        return min((e["val"] for e in self.history["evals"] if e["step"] > 0 and "val" in e),
+                   default=math.inf)
+
+    def _choose_threads(self, start: int) -> ThreadChoice:
+        """The run's thread count (`threads.py`), timed on the next micro-batch's forward and
+        backward; the gradients and every RNG are left as they were."""
+        def probe() -> None:
+            with torch.random.fork_rng(devices=[]):
+                loss = self.forward(self.module, self.micro_batch(start * self.accum))[-1]
+                loss.backward()
+            for p in self.params:
+                p.grad = None
+
+        return choose_threads(self.cfg.threads, probe, device=self.device,
+                              recorded=self._recorded_threads)
 
     def weights(self) -> dict[str, torch.Tensor]:
         """The trained weights on the CPU, whole (under FSDP a collective: call on every
@@ -201,6 +240,13 @@ class Engine:
     def run(self, *, resume: bool = False, progress: bool = True) -> History:
         """Train to `max_iters`; return the history `{"steps": [{"step", "loss", "lr",
         "grad_norm"}], "evals": [{"step", "<split>", "<split>_<metric>"}]}`."""
+        threads_before = torch.get_num_threads()
+        try:
+            return self._run(resume, progress)
+        finally:
+            torch.set_num_threads(threads_before)  # the run's count was the run's
+
+    def _run(self, resume: bool, progress: bool) -> History:
         # The run's randomness (dropout) draws from the global generators; the fork leaves
         # the caller's torch state as it was.
         with torch.random.fork_rng(devices=[]):
@@ -210,12 +256,21 @@ class Engine:
                 torch.manual_seed(self.cfg.seed + self.rank)
                 start = 0
             self.module.train()
+            self.threads = self._choose_threads(start)
+            if progress and distributed.is_main() and self.device.type == "cpu":
+                print(self.threads.line(), flush=True)
             if start == 0:
                 self.history["evals"].append({"step": 0, **self.evaluate()})
-            speed = self._loop(start, progress and distributed.is_main())
+            with StopRequest() as stop:
+                speed, stopped = self._loop(start, progress and distributed.is_main(), stop)
         if distributed.is_main():
             write_outputs(self.out_dir, trajectory(self.cfg), self.history, speed, self.title)
         distributed.barrier()  # the outputs exist when any rank returns
+        if stopped is not None:
+            raise Interrupted(f"stopped by {stop.signal} at step {stopped} of "
+                              f"{self.cfg.max_iters}; wrote {self.ckpt}, loss.png and "
+                              "metrics.json: run the same command with --resume to continue",
+                              stop.exit_code)
         return self.history
 
     def _step(self, model: nn.Module, it: int) -> float:
@@ -234,19 +289,26 @@ class Engine:
             total += float(loss.detach())
         return total / self.accum
 
-    def _loop(self, start: int, progress: bool) -> float | None:
+    def _loop(self, start: int, progress: bool, stop: StopRequest
+              ) -> tuple[float | None, int | None]:
+        """Steps `start`..`max_iters`; returns the speed in tokens/s and, when a signal
+        stopped the run, the step it stopped after."""
         cfg = self.cfg
         model = self.module if self.sharded else distributed.wrap(self.module)
-        bar = tqdm(total=cfg.max_iters, initial=start, disable=not progress, desc="train",
-                   unit="step", dynamic_ncols=True)
+        bar = Progress(cfg.max_iters, start, enabled=progress)
         tokens = cfg.batch * self.row_tokens
         t0, done = time.perf_counter(), 0
+        best = self._best_val()
+        stopped = None
         for it in range(start, cfg.max_iters):
             mult = lr_multiplier(it, cfg)
             set_rate(self.optimizers, mult)
             for opt in self.optimizers:
                 opt.zero_grad(set_to_none=True)
-            value = distributed.mean_over_ranks({"loss": self._step(model, it)})["loss"]
+            # The stop request rides on the loss's mean: every rank stops after the same step.
+            means = distributed.mean_over_ranks({"loss": self._step(model, it),
+                                                 "stop": float(stop.signal is not None)})
+            value = means["loss"]
             if not math.isfinite(value):
                 raise TyrError(f"train: the loss is {value} at step {it + 1}; try a lower "
                                "train.lr or train.grad_clip")
@@ -261,23 +323,69 @@ class Engine:
             step = it + 1
             self.history["steps"].append({"step": step, "loss": value,
                                           "lr": cfg.lr * mult, "grad_norm": float(norm)})
-            bar.update(1)
             done += 1
-            if step % cfg.log_interval == 0 or step == cfg.max_iters:
-                speed = done * tokens / max(time.perf_counter() - t0, 1e-9)
-                bar.set_postfix(loss=f"{value:.4f}", lr=f"{cfg.lr * mult:.2e}",
-                                tok_s=f"{speed:,.0f}", refresh=False)
+            speed = done * tokens / max(time.perf_counter() - t0, 1e-9)
+            bar.update(step, loss=value, lr=cfg.lr * mult, tok_s=speed,
+                       show=step % cfg.log_interval == 0 or step == cfg.max_iters)
             if step % cfg.eval_interval == 0 or step == cfg.max_iters:
                 record = self.evaluate()
                 self.history["evals"].append({"step": step, **record})
-                if progress:
-                    bar.write(f"step {step}: " + ", ".join(
-                        f"{k} {v:.4f}" for k, v in record.items()))
-            if step % cfg.checkpoint_interval == 0 or step == cfg.max_iters:
+                bar.write(f"step {step}: " + ", ".join(
+                    f"{k} {v:.4f}" for k, v in record.items()))
+                if record.get("val", math.inf) < best:
+                    best = record["val"]
+                    self._save_best(step, best)
+            stopping = means["stop"] > 0 or (self.world == 1 and stop.signal is not None)
+            if step % cfg.checkpoint_interval == 0 or step == cfg.max_iters or stopping:
                 self._save(step)
+            if stopping:
+                stopped = step
+                break
         bar.close()
         elapsed = time.perf_counter() - t0
-        return done * tokens / elapsed if done else None
+        return (done * tokens / elapsed if done else None), stopped
+
+
+class Progress:
+    """The loop's progress: a tqdm bar on a terminal; in a log file (stderr not a terminal)
+    a plain line every twentieth of the run instead of a bar redrawn at every step."""
+
+    def __init__(self, total: int, start: int, *, enabled: bool):
+        import sys
+
+        self.total, self.enabled = total, enabled
+        self.tty = enabled and sys.stderr.isatty()
+        self.every = max(1, total // 20)
+        self.t0, self.start = time.perf_counter(), start
+        self.bar = tqdm(total=total, initial=start, desc="train", unit="step",
+                        dynamic_ncols=True) if self.tty else None
+
+    def update(self, step: int, *, loss: float, lr: float, tok_s: float, show: bool) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+            if show:
+                self.bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.2e}", tok_s=f"{tok_s:,.0f}",
+                                     refresh=False)
+        elif self.enabled and (step % self.every == 0 or step == self.total):
+            per_step = (time.perf_counter() - self.t0) / max(step - self.start, 1)
+            left = per_step * (self.total - step)
+            print(f"step {step}/{self.total}: loss {loss:.4f}, lr {lr:.2e}, {tok_s:,.0f} tok/s, "
+                  f"{per_step * 1e3:.0f} ms/step, {_clock(left)} left", flush=True)
+
+    def write(self, line: str) -> None:
+        if self.bar is not None:
+            self.bar.write(line)
+        elif self.enabled:
+            print(line, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(seconds + 0.5), 60)
+    return f"{m // 60}h{m % 60:02d}m" if m >= 60 else f"{m}m{s:02d}s"
 
 
 def _changes(saved: Any, now: Any, key: str = "") -> list[tuple[str, Any, Any]]:

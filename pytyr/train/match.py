@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytyr.config import show
 from pytyr.errors import ConfigError
 from pytyr.ir.graph import Graph, TensorType
 from pytyr.pipeline import ModelDecl
@@ -60,7 +61,7 @@ def fill_dims(decl: ModelDecl | None, values: dict[str, Any], feeds: dict[str, F
             given = out.setdefault(dim, sizes[role])
             if given != sizes[role]:
                 raise ConfigError(f"{head}: argument '{name}' : {i.text} with {dim} = "
-                                  f"{given!r} (model.{dim}) but task '{task}' feeds {name} : "
+                                  f"{show(given)} (model.{dim}) but task '{task}' feeds {name} : "
                                   f"{f.show(sizes)}; leave model.{dim} out, the task sets it")
     return out
 

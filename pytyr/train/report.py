@@ -8,15 +8,16 @@ from typing import Any
 from pytyr.atomic import atomic_write, atomic_write_text
 
 
-def plot_history(history: dict[str, list[dict[str, float]]], path: Path, title: str) -> None:
+def plot_history(history: dict[str, list[dict[str, float]]], path: Path, title: str) -> Any:
     """Per-step training loss (thin), the evaluations' losses per split (markers), and any
-    other evaluation metric (accuracy, ...) on a second axis."""
+    other evaluation metric (accuracy, ...) on a second axis. One legend for both axes,
+    outside them (below), so it never covers a curve. Returns the closed figure."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.5, 3.8), dpi=120)
+    fig, ax = plt.subplots(figsize=(6.5, 4.2), dpi=120, layout="constrained")
     steps = history["steps"]
     ax.plot([s["step"] for s in steps], [s["loss"] for s in steps], lw=0.6, alpha=0.5,
             color="tab:blue", label="train (batch)")
@@ -28,20 +29,23 @@ def plot_history(history: dict[str, list[dict[str, float]]], path: Path, title: 
     for key in losses:
         ax.plot([e["step"] for e in evals if key in e], [e[key] for e in evals if key in e],
                 "o-", ms=3, color=next(colors, None), label=f"{key} (eval)")
+    handles, labels = ax.get_legend_handles_labels()
     if others:
         ax2 = ax.twinx()
         for key in others:
             ax2.plot([e["step"] for e in evals if key in e], [e[key] for e in evals if key in e],
                      "s--", ms=3, color=next(colors, None), label=key)
         ax2.set_ylabel(", ".join(others))
-        ax2.legend(loc="center right")
+        more = ax2.get_legend_handles_labels()
+        handles, labels = handles + more[0], labels + more[1]
     ax.set_xlabel("step")
     ax.set_ylabel("loss")
     ax.set_title(title)
-    ax.legend(loc="upper right")
-    fig.tight_layout()
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 4),
+               frameon=False, fontsize="small")
     atomic_write(path, lambda f: fig.savefig(f, format="png"))
     plt.close(fig)
+    return fig
 
 
 def write_outputs(out_dir: Path, config: dict[str, Any], history: dict[str, list[dict[str, float]]],

@@ -9,9 +9,13 @@ config → task and sampler tables → the run directory (`rundir`: its own, not
 free for a fresh run or holding one to resume) → the model's dims filled from the task's
 roles → graph → graph against the task's feeds and the optimizer's name lists → data (rank
 0 first) → outputs against the data's sizes → module → the engine's loop → sample. The run
-directory then holds `run.json` (what made the run: origin, model, values, task, sample;
-with its checksum), `ckpt/`, `metrics.json`, `loss.png` and, for tasks that sample,
-`sample.txt`; `tyr sample --run DIR` needs nothing else, and verifies what it reads.
+directory then holds `run.json` (what made the run: origin as an absolute path, so the run
+works from any directory; model, values, task, sample; with its checksum), `ckpt/` (the last
+step, to resume from), `best/` (the weights of the lowest validation loss), `metrics.json`,
+`loss.png` and, for tasks that sample, `sample.txt`; `tyr sample --run DIR` needs nothing
+else, and verifies what it reads. Commands that use a run's weights take `best/` where it
+exists (`--checkpoint last` for the last step's), and `tyr sample` writes into
+`samples/NNN/`, never over the training's sample.
 """
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ from pytyr.pipeline import ModelDecl, module_from_graph
 from pytyr.train.match import check_graph, fill_config_fields, fill_dims
 from pytyr.train.settings import load_run_config
 from pytyr.train.task import Feed, SampleOutput, TaskContext
-from pytyr.train.tasks import sample_options, task_class, task_options
+from pytyr.train.tasks import sample_options, task_class, task_options, task_record
 
 
 class ModelSource(Protocol):
@@ -103,6 +107,7 @@ def graph_values(source: ModelSource, model: str, raw: dict[str, Any], where: st
     if not cfg.task:
         return dict(cfg.model)
     cls = task_class(cfg.task, where)
+    sample_options(cls, cfg.sample, where)  # checked as `tyr train` would, though unused here
     micro, _ = cfg.train.accumulation(1, where)
     task = cls(task_options(cls, cfg.task, where), TaskContext(micro, cfg.train.seed))
     return fill_dims(source.declaration(model), cfg.model, task.feeds(), task.sizes(),
@@ -182,8 +187,9 @@ def _train(source: ModelSource, graph: Graph, model: str, config: dict[str, Any]
               + (f"; on {device}" if device.type != "cpu" else ""))
         claimed.start()  # with --overwrite, the old run goes now that every check passed
         atomic_write_text(out / "run.json", json.dumps(stamped(
-            {"origin": source.origin, "model": model, "values": config,
-             "task": task.describe_for_run(), "sample": cfg.sample,
+            {"origin": {k: str(Path(v).resolve()) for k, v in source.origin.items()},
+             "model": model, "values": config,
+             "task": task_record(task, cfg.task), "sample": cfg.sample,
              "train": dataclasses.asdict(cfg.train)}), indent=1))
     engine = Engine(module, task, cfg.train, [i.name for i in graph.inputs], out, accum=accum,
                     row_tokens=sizes.get("seq", 1), title=f"{graph.model} on {task.name}")
@@ -195,9 +201,15 @@ def _train(source: ModelSource, graph: Graph, model: str, config: dict[str, Any]
     if not main:
         return 0
     last = history["evals"][-1]
-    print(f"step {last['step']}: " + ", ".join(f"{k} {v:.4f}" for k, v in last.items()
-                                               if k != "step"))
+    if not progress:  # with progress, the engine has printed it
+        print(f"step {last['step']}: " + ", ".join(f"{k} {v:.4f}" for k, v in last.items()
+                                                   if k != "step"))
     wrote = [out / "ckpt", out / "loss.png", out / "metrics.json"]
+    if checkpoint_dir(out, "best") != out / "ckpt":
+        wrote.insert(1, out / "best")
+        if task.SampleOptions is not None:
+            print(f"sampling with {describe_checkpoint(out, 'best')}")
+            weights = run_weights(out, "best")
     made = task.sample(make_factory(source, model, config, weights), sampling, out)
     text = _keep_sample(made, out)
     wrote += made.files if made is not None else []
@@ -253,18 +265,59 @@ def read_run(run_dir: Path) -> dict[str, Any]:
     return run
 
 
-def run_weights(run_dir: Path) -> dict[str, Any]:
-    """The trained weights of a run (its checkpoint), verified, read through the validating
-    reader."""
+CHECKPOINTS = ("best", "last")
+
+
+def checkpoint_dir(run_dir: Path, checkpoint: str = "best") -> Path:
+    """The checkpoint of a run that `checkpoint` names: `best` is `best/` (the lowest
+    validation loss) where the run has one and `ckpt/` otherwise; `last` is `ckpt/`."""
+    from pytyr.train.checkpoint import STATE_FILE, resolve
+
+    if checkpoint not in CHECKPOINTS:
+        raise ConfigError(f"--checkpoint must be one of {', '.join(CHECKPOINTS)}, "
+                          f"got {checkpoint!r}")
+    best = resolve(run_dir / "best")
+    if checkpoint == "best" and (best / STATE_FILE).is_file():
+        return best
+    return resolve(run_dir / "ckpt")
+
+
+def describe_checkpoint(run_dir: Path, checkpoint: str = "best") -> str:
+    """`runs/gpt/best (step 1750, val 1.9032)`: which weights a command uses, for its log."""
+    from pytyr.train.checkpoint import read_state
+
+    where = checkpoint_dir(run_dir, checkpoint)
+    state = read_state(where)
+    val = state.get("extra", {}).get("val")
+    return f"{where} (step {state['step']}" + (f", val {val:.4f})" if val is not None else ")")
+
+
+def run_weights(run_dir: Path, checkpoint: str = "best") -> dict[str, Any]:
+    """The trained weights of a run (`checkpoint_dir`), verified against their SHA-256, read
+    through the validating reader."""
     from pytyr.train.checkpoint import read_weights
 
-    return read_weights(run_dir / "ckpt")
+    return read_weights(checkpoint_dir(run_dir, checkpoint))
 
 
-def sample(source: ModelSource, run_dir: Path, overrides: dict[str, Any]
-           ) -> SampleOutput:
+def sample_dir(run_dir: Path) -> Path:
+    """A new directory `samples/NNN/` of the run for one `tyr sample` (the next number)."""
+    parent = run_dir / "samples"
+    parent.mkdir(exist_ok=True)
+    taken = [int(p.name) for p in parent.iterdir() if p.name.isdigit()]
+    n = max(taken, default=0) + 1
+    while True:
+        try:
+            (parent / f"{n:03d}").mkdir()
+            return parent / f"{n:03d}"
+        except FileExistsError:  # another `tyr sample` took it
+            n += 1
+
+
+def sample(source: ModelSource, run_dir: Path, overrides: dict[str, Any],
+           checkpoint: str = "best") -> SampleOutput:
     """`tyr sample --run DIR`: the run's task and trained weights, its sampling options with
-    `overrides` on top; the sample's text is also saved in the run directory."""
+    `overrides` on top; the sample's text and files are saved in a new `samples/NNN/`."""
     run = read_run(run_dir)
     where = f"{run_dir}/run.json"
     cls = task_class(run["task"], where)
@@ -273,19 +326,21 @@ def sample(source: ModelSource, run_dir: Path, overrides: dict[str, Any]
     options = sample_options(cls, merge(run.get("sample", {}), overrides), "the command line")
     task = cls(task_options(cls, run["task"], where), TaskContext(1, 0))
     task.prepare()
-    factory = make_factory(source, run["model"], run["values"], run_weights(run_dir),
-                           str(run_dir / "ckpt"))
-    made = task.sample(factory, options, run_dir) or SampleOutput()
-    _keep_sample(made, run_dir)
+    factory = make_factory(source, run["model"], run["values"], run_weights(run_dir, checkpoint),
+                           str(checkpoint_dir(run_dir, checkpoint)))
+    out = sample_dir(run_dir)
+    made = task.sample(factory, options, out) or SampleOutput()
+    _keep_sample(made, out)
     return made
 
 
 def forward(source: ModelSource, model: str, values: dict[str, Any], inputs_path: Path,
             out_path: Path, *, weights: dict[str, Any] | None, weights_from: str = "",
-            seed: int = 0) -> dict[str, Any]:
+            seed: int = 0, unused: Any = None) -> dict[str, Any]:
     """`tyr run`: the model's outputs for the tensors of a safetensors file (keyed by input
     name; the model's dims follow from their shapes), written as safetensors `out0`, `out1`...
-    Returns the outputs."""
+    `unused` (a `pytyr.hf.UnusedKeys`) leaves out the weights' keys that are no parameter of
+    the model, before the load checks the rest. Returns the outputs."""
     import torch
 
     from pytyr.safetensors import SafeTensorsFile, write_file
@@ -319,6 +374,8 @@ def forward(source: ModelSource, model: str, values: dict[str, Any], inputs_path
                           f"'{graph.model}' (its inputs: {', '.join(i.name for i in graph.inputs)})")
     module = module_from_graph(graph, seed=seed)
     if weights is not None:
+        if unused is not None:
+            weights = unused.select(weights, set(module.state_dict()))
         load_weights(module, weights, weights_from)
     outputs = Forward(module.eval(), graph)(batch)
     named = {o.name: t.contiguous() for o, t in zip(graph.outputs, outputs)}

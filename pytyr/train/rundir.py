@@ -33,7 +33,7 @@ LOCK = "run.lock"
 # What a run writes into its directory (the checkpoint and its save leftovers, a best
 # checkpoint, records, plots, samples): what --overwrite removes.
 OUTPUTS = ("run.json", "ckpt", "ckpt.tmp", "ckpt.old", "best", "best.tmp", "best.old",
-           "metrics.json", "loss.png", "sample.txt", "samples.png")
+           "metrics.json", "loss.png", "sample.txt", "samples.png", "samples")
 _RUN_MARKERS = ("run.json", "ckpt", "ckpt.old", "best", "best.old")
 
 

@@ -15,7 +15,7 @@ import dataclasses
 import math
 from typing import Any, Literal
 
-from pytyr.config import load_dataclass, setting
+from pytyr.config import INT64, load_dataclass, setting, show
 from pytyr.errors import ConfigError
 
 
@@ -75,6 +75,10 @@ class TrainConfig:
         "float32", doc="autocast dtype of the forward pass")
     kernels: Literal["auto", "off"] = setting(
         "auto", doc="Triton kernels on CUDA inside their contracts (docs/kernels.md)")
+    threads: int | Literal["auto"] = setting(
+        "auto", gt=0, le=1024, doc="torch threads on a CPU; auto: the faster of 1 and every "
+        "usable core, timed on the run's own step at the start (unless OMP_NUM_THREADS is "
+        "set), then kept for the run and its resumes")
 
     def check(self, where: str) -> None:
         if self.min_lr > self.lr:
@@ -124,8 +128,23 @@ class RunConfig:
 
 def load_run_config(data: dict[str, Any], where: str) -> RunConfig:
     """The run config from a merged JSON object (file and `--set`s), checked (not the task
-    and sample tables, which need the task: see `tasks.make_task`)."""
-    return load_dataclass(RunConfig, data, where)
+    and sample tables, which need the task: see `tasks.make_task`; the model table's values
+    only for what no model accepts: integers beyond 64 bits)."""
+    cfg = load_dataclass(RunConfig, data, where)
+    _check_model_numbers(cfg.model, "model", where)
+    return cfg
+
+
+def _check_model_numbers(value: Any, key: str, where: str) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_model_numbers(v, f"{key}.{k}", where)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_model_numbers(v, f"{key}.{i}", where)
+    elif isinstance(value, int) and not isinstance(value, bool) and \
+            not INT64[0] <= value <= INT64[1]:
+        raise ConfigError(f"{where}: '{key}' is {show(value)}, beyond the 64-bit range")
 
 
 def lr_multiplier(step: int, cfg: TrainConfig) -> float:

@@ -195,7 +195,9 @@ class Task(abc.ABC):
         return None
 
     def describe_for_run(self) -> dict[str, Any]:
-        """What `tyr sample` needs to rebuild this task: its table, as given."""
+        """What `tyr sample` needs to rebuild this task: its table, as given. A task may add
+        `fitted`: what it computed from its training data once (a table's feature scaling),
+        for whatever feeds the trained model later; it is not an option."""
         return {"name": self.name, **dataclasses.asdict(self.options)}
 
 

@@ -1,4 +1,8 @@
-"""Sampling from a masked diffusion model: iterative unmasking of one sequence.
+"""Sampling from a masked diffusion model: confidence-ordered unmasking of one sequence.
+
+This is the MaskGIT-style sampler (`sample.sampler = "confidence"`); MDLM's own ancestral
+sampler, the default, is `pytyr.train.ancestral`, which shares the template, the logits
+check and the per-step record (`UnmaskStep`) defined here.
 
 The caller gives `logits_fn(ids: i64[1, l]) -> f32[1, l, vocab]` (a tuple or list whose first
 element is the logits is accepted, as a TyrModule returns) and a template: a sequence of `l`
@@ -49,7 +53,7 @@ class UnmaskStep:
 OnStep = Callable[[UnmaskStep], None]
 
 
-def _positive_int(name: str, value: Any, minimum: int = 1) -> int:
+def positive_int(name: str, value: Any, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"unmask: {name} must be an integer >= {minimum}, got {value!r}")
     return value
@@ -58,8 +62,8 @@ def _positive_int(name: str, value: Any, minimum: int = 1) -> int:
 def reveal_counts(n_masked: int, steps: int, schedule: str = "linear") -> list[int]:
     """How many of `n_masked` holes each of `steps` steps reveals: `steps` non-negative
     counts summing to `n_masked`, from the schedule's fraction still masked after each step."""
-    _positive_int("n_masked", n_masked, 0)
-    _positive_int("steps", steps)
+    positive_int("n_masked", n_masked, 0)
+    positive_int("steps", steps)
     if schedule not in SCHEDULES:
         raise ConfigError(f"unmask: unknown schedule {schedule!r} (known: {', '.join(SCHEDULES)})")
     f = SCHEDULES[schedule]
@@ -72,7 +76,7 @@ def prompt_template(length: int, mask_id: int, prefix: Sequence[int] = (),
                     suffix: Sequence[int] = ()) -> torch.Tensor:
     """i64 [length]: `prefix` at the start, `suffix` at the end and `mask_id` in between (a
     prefix prompt, or infilling when both are given)."""
-    _positive_int("length", length)
+    positive_int("length", length)
     if len(prefix) + len(suffix) > length:
         raise ConfigError(f"unmask: the prompt ({len(prefix)} + {len(suffix)} tokens) does not "
                           f"fit in a sequence of {length}")
@@ -82,7 +86,15 @@ def prompt_template(length: int, mask_id: int, prefix: Sequence[int] = (),
     return ids
 
 
-def _as_template(template: torch.Tensor | Sequence[int], mask_id: int) -> torch.Tensor:
+def check_temperature(temperature: Any) -> None:
+    """A finite temperature >= 0 (0 is the argmax), else a ConfigError."""
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
+            or not 0 <= temperature < math.inf:
+        raise ConfigError(f"unmask: temperature must be a finite number >= 0, got {temperature!r}")
+
+
+def as_template(template: torch.Tensor | Sequence[int], mask_id: int) -> torch.Tensor:
+    """The template as a fresh i64 [l], checked: non-empty, every id in 0..mask_id."""
     ids = torch.as_tensor(template, dtype=torch.int64).clone()
     if ids.ndim == 2 and ids.shape[0] == 1:
         ids = ids[0]
@@ -95,7 +107,8 @@ def _as_template(template: torch.Tensor | Sequence[int], mask_id: int) -> torch.
     return ids
 
 
-def _logits(logits_fn: LogitsFn, ids: torch.Tensor) -> torch.Tensor:
+def model_logits(logits_fn: LogitsFn, ids: torch.Tensor) -> torch.Tensor:
+    """f32 [l, vocab] on the CPU: the logits `logits_fn` gives for `ids` [l], checked."""
     out = logits_fn(ids[None])
     z = out[0] if isinstance(out, (tuple, list)) else out
     if not isinstance(z, torch.Tensor) or z.ndim != 3 or z.shape[:2] != (1, ids.numel()) \
@@ -112,18 +125,16 @@ def unmask(logits_fn: LogitsFn, template: torch.Tensor | Sequence[int], mask_id:
            on_step: OnStep | None = None) -> torch.Tensor:
     """Fill the `mask_id` positions of `template` in `steps` steps (see the module doc);
     return i64 [l] with no `mask_id` left. Steps that reveal nothing do not call the model."""
-    _positive_int("mask_id", mask_id, 0)
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
-            or not 0 <= temperature < math.inf:
-        raise ConfigError(f"unmask: temperature must be a finite number >= 0, got {temperature!r}")
-    ids = _as_template(template, mask_id)
+    positive_int("mask_id", mask_id, 0)
+    check_temperature(temperature)
+    ids = as_template(template, mask_id)
     counts = reveal_counts(int((ids == mask_id).sum()), steps, schedule)
     gen = torch.Generator().manual_seed(seed)
     for step, k in enumerate(counts, 1):
         revealed = torch.empty(0, dtype=torch.int64)
         if k > 0:
             holes = (ids == mask_id).nonzero().squeeze(1)  # ascending positions
-            z = _logits(logits_fn, ids)[holes]  # [m, vocab]
+            z = model_logits(logits_fn, ids)[holes]  # [m, vocab]
             if mask_id < z.shape[1]:
                 z[:, mask_id] = -math.inf  # a logits_fn over the mask too: never draw it
             if temperature == 0:

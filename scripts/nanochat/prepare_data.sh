@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The nanochat data, built once: the News Articles corpus as parquet (tyr data news), a
 # byte-level BPE with a BOS trained on the train documents only (tyr tokenizer train), and
-# BOS-aligned token shards whose first tokens, from the val documents, are the val split
+# BOS-delimited token shards whose first tokens, from the val documents, are the val split
 # (tyr data prepare). Needs the virtualenv's `tyr` on PATH (run_train_torchrun.sh sets it).
 #
 #   scripts/nanochat/prepare_data.sh            data/nanochat: all 3,788 documents, vocab 4096

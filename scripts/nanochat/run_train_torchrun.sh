@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Train the nanochat model of examples/nanochat/NanoChat.lean data parallel under torchrun,
 # from a fresh clone: the virtualenv (make venv), the data once (prepare_data.sh: the News
-# Articles corpus, a byte-level BPE, BOS-aligned token shards with a val split, under
+# Articles corpus, a byte-level BPE, BOS-delimited token shards with a val split, under
 # data/nanochat/ or data/nanochat-debug/), then `tyr train` with Muon.
 #
 #   scripts/nanochat/run_train_torchrun.sh [--debug | --config FILE] [-- tyr train args]

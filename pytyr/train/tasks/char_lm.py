@@ -70,3 +70,8 @@ class CharLM(LanguageModelTask):
 
     def decode(self, ids: list[int]) -> str:
         return self.data.decode(ids)
+
+    def text_tokenizer(self) -> tuple[Any, int | None]:
+        from pytyr.data.tokenizer import CharTokenizer
+
+        return CharTokenizer.from_shakespeare(self.data), None

@@ -6,7 +6,11 @@
 
 A table (CSV or parquet) gives the features (every numeric column but the label, unless
 `features` names them) and the label column (integers, or strings mapped to ids in sorted
-order); a seeded split holds out `test_fraction` of the rows as the `val` split. The model is
+order); a seeded split holds out `test_fraction` of the rows as the `val` split. With `scale`
+(the default) every feature is standardised by the training split's mean and standard deviation
+(a constant column is centred only), so columns of any unit start on an equal footing; the
+statistics are recorded in the run (`run.json`, task.fitted.feature_scaling) for whatever
+later feeds the trained model new rows. The model is
 fed `x : T [batch, features]` and `y : IT [batch] classes` (the labels are checked below the
 classes when loaded) and returns `(logits : T [batch, classes], loss)`; evaluation reports the
 loss and the accuracy. Training batches are shuffled epochs:
@@ -17,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -39,6 +44,29 @@ class ClassificationOptions:
     test_size: int = setting(2048, gt=0, le=10_000_000, doc="spirals: test points")
     classes: int = setting(3, ge=2, le=1000, doc="spirals: arms")
     seed: int = setting(0, ge=0, lt=2**63, doc="of the data (spirals, split, shuffles)")
+    scale: bool = setting(True, doc="a table: standardise each feature by the training "
+                          "split's mean and std")
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureScaling:
+    """Per-feature standardisation fitted on training rows: (x - mean) / std."""
+
+    features: list[str]
+    mean: list[float]
+    std: list[float]  # 1 where a column is constant: it is centred, not blown up
+
+    @classmethod
+    def fit(cls, x: torch.Tensor, features: list[str]) -> FeatureScaling:
+        x64 = x.double()
+        std = x64.std(dim=0, unbiased=False)
+        std = torch.where(std > 0, std, torch.ones_like(std))
+        return cls(list(features), x64.mean(dim=0).tolist(), std.tolist())
+
+    def apply(self, x: torch.Tensor) -> torch.Tensor:
+        mean = torch.tensor(self.mean, dtype=torch.float64)
+        std = torch.tensor(self.std, dtype=torch.float64)
+        return ((x.double() - mean) / std).float()
 
 
 def read_table(path: str, label: str, features: tuple[str, ...] | None
@@ -102,6 +130,7 @@ class Classification(Task):
     def __init__(self, options: ClassificationOptions, ctx: TaskContext):
         super().__init__(options, ctx)
         self.n_features = 2 if options.data == "spirals" else None
+        self.scaling: FeatureScaling | None = None
 
     def feeds(self) -> dict[str, Feed]:
         return {"x": Feed("f32", ("batch", "features")),
@@ -132,6 +161,10 @@ class Classification(Task):
         check_ids(y, self.classes, f"{o.data}: the labels")  # fed as IT [batch] classes
         self.x, self.y = x[n_test:], y[n_test:]
         self.xt, self.yt = x[:n_test], y[:n_test]
+        if o.data != "spirals" and o.scale:
+            self.scaling = FeatureScaling.fit(self.x, cols)
+            self.x, self.xt = self.scaling.apply(self.x), self.scaling.apply(self.xt)
+            what += ", standardised"
         rows = c.micro_batch * c.world
         check_rows(self.name, rows, len(self.y), "the training split", c.source)
         check_rows(self.name, rows, len(self.yt), "the held-out split", c.source)
@@ -156,3 +189,9 @@ class Classification(Task):
     def eval_metrics(self, batch: Batch, outputs: tuple[torch.Tensor, ...]) -> dict[str, float]:
         hits = (outputs[0].argmax(dim=-1) == batch["y"]).float().mean()
         return {"loss": float(outputs[-1]), "accuracy": float(hits)}
+
+    def describe_for_run(self) -> dict[str, Any]:
+        out = super().describe_for_run()
+        if self.scaling is not None:
+            out["fitted"] = {"feature_scaling": dataclasses.asdict(self.scaling)}
+        return out

@@ -14,8 +14,10 @@ The types say the `[MASK]` id can be fed but never predicted: `ids` are fed as
 `IT [batch, seq] vocab_and_mask` (the characters and `[MASK]`), `targets` as
 `IT [batch, seq] vocab`.
 
-Sampling (`sample` table) unmasks a sequence iteratively (`pytyr.train.unmask`), shown live
-on a terminal and as plain lines otherwise (`unmask_view`), on stderr.
+Sampling (`sample` table) unmasks a sequence iteratively: by MDLM's ancestral sampler
+(`pytyr.train.ancestral`, the default) or most confident first (`sample.sampler =
+"confidence"`, `pytyr.train.unmask`), shown live on a terminal and as plain lines otherwise
+(`unmask_view`), on stderr.
 """
 from __future__ import annotations
 
@@ -58,8 +60,11 @@ class UnmaskSampleOptions:
     prompt: str = setting("", doc="text at the start")
     suffix: str = setting("", doc="text at the end: with a prompt, the model infills")
     length: int | None = setting(None, gt=0, doc="characters (default: task.seq)")
+    sampler: Literal["ancestral", "confidence"] = setting(
+        "ancestral", doc="MDLM's ancestral sampler, or MaskGIT's most-confident-first")
     steps: int = setting(64, ge=1, le=100_000, doc="unmasking steps")
-    schedule: Literal["linear", "cosine"] = "linear"
+    schedule: Literal["linear", "cosine"] = setting(
+        "linear", doc="the fraction still masked over the steps")
     temperature: float = setting(1.0, ge=0, le=100, doc="0 is the argmax")
     seed: int = setting(1337, ge=0, lt=2**63)
     view: Literal["auto", "live", "lines", "off"] = setting(
@@ -158,6 +163,7 @@ class MaskedDiffusion(Task):
         instantiate(options.model, self._feeds(options), {"batch": 1, "seq": length})
 
     def sample(self, factory: ModelFactory, options: Any, out_dir: Path) -> SampleOutput | None:
+        from pytyr.train.ancestral import ancestral
         from pytyr.train.unmask import unmask
         from pytyr.train.unmask_view import UnmaskView
 
@@ -177,9 +183,10 @@ class MaskedDiffusion(Task):
         itos = list(self.data.itos) + ["_"]
         view = None if options.view == "off" else UnmaskView(
             itos, stream=sys.stderr, live={"auto": None, "live": True, "lines": False}[options.view])
-        run = lambda on_step: unmask(logits_fn, template, self.mask_id, options.steps,  # noqa: E731
-                                     temperature=options.temperature, schedule=options.schedule,
-                                     seed=options.seed, on_step=on_step)
+        sampler = ancestral if options.sampler == "ancestral" else unmask
+        run = lambda on_step: sampler(logits_fn, template, self.mask_id, options.steps,  # noqa: E731
+                                      temperature=options.temperature, schedule=options.schedule,
+                                      seed=options.seed, on_step=on_step)
         if view is None:
             ids = run(None)
         else:

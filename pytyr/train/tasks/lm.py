@@ -57,6 +57,11 @@ class LanguageModelTask(Task):
     def decode(self, ids: list[int]) -> str:
         raise NotImplementedError
 
+    def text_tokenizer(self) -> tuple[Any, int | None]:
+        """The codec of `encode` and `decode` as a `pytyr.data.tokenizer` tokenizer, and the
+        id `encode` puts before every text (None: none): what an export writes for others."""
+        raise NotImplementedError
+
     def logits_feeds(self, options: Any) -> dict[str, Feed]:
         """What the model that gives logits (`sample.model`) is fed: the trained model also
         takes (dummy) targets."""

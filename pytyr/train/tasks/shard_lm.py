@@ -6,10 +6,14 @@
 with their token counts and SHA-256, the shard format, the vocabulary and the tokenizer (a
 copy, `tokenizer.json`, sits beside the shards, with its SHA-256 in meta.json). Before any
 training meta.json is verified against its own checksum, every shard's and the tokenizer's
-SHA-256 against meta.json, and every token against the vocabulary. Rows are BOS-aligned (each
-starts at a document) unless `bos_aligned` is false; batch k is the k-th step of the
-`SequentialBatchIterator` over the train shards (looping over epochs); evaluation takes the
-first batches of the val shards and of the train shards.
+SHA-256 against meta.json, and every token against the vocabulary. Rows are packed: the train
+shards are one stream of BOS-delimited documents, cut into rows of `seq + 1` tokens end to end,
+wrapping around at the end, so every epoch reads every token (nanoGPT's layout);
+`bos_aligned` starts every row at a document's BOS instead and reads only each document's
+first `seq + 1` tokens and what fits after them (nanochat's layout). Batch k is the k-th step
+of the `SequentialBatchIterator` over the train shards; evaluation takes the first batches of
+the val shards and of the train shards. Each split must hold one step's rows: the check says
+how many tokens (or BOS-aligned rows) that takes and how many there are.
 """
 from __future__ import annotations
 
@@ -31,7 +35,8 @@ from pytyr.train.tasks.lm import LanguageModelTask
 class ShardLMOptions:
     data: str = setting(doc="directory written by `tyr data prepare` (with meta.json)")
     seq: int = setting(64, gt=0, le=1 << 20, doc="tokens per row (the context length)")
-    bos_aligned: bool = setting(True, doc="start every row at a document's BOS")
+    bos_aligned: bool = setting(False, doc="start every row at a document's BOS (nanochat); "
+                                "false: pack documents end to end, every token read each epoch")
 
 
 @register
@@ -46,7 +51,7 @@ class ShardLM(LanguageModelTask):
     def _shards(self, root: Path, split: str) -> list[Path]:
         entries = self.meta.get(split) or []
         if not entries:
-            hint = " (prepare with --val-tokens N)" if split == "val" else ""
+            hint = " (prepare with --val FRACTION or --val-tokens N)" if split == "val" else ""
             raise DataError(f"{root}/meta.json: no {split} shards{hint}")
         paths = []
         for e in entries:
@@ -82,9 +87,18 @@ class ShardLM(LanguageModelTask):
         c = self.ctx
 
         def stream(split: str) -> SequentialBatchIterator:
-            return SequentialBatchIterator(self._shards(root, split), c.micro_batch,
-                                           self.options.seq, rank=c.rank, world=c.world,
-                                           bos_id=bos, loop=True, vocab_size=vocab, fmt=fmt)
+            shards = self._shards(root, split)
+            try:
+                return SequentialBatchIterator(shards, c.micro_batch, self.options.seq,
+                                               rank=c.rank, world=c.world, bos_id=bos,
+                                               loop=True, vocab_size=vocab, fmt=fmt)
+            except DataError as err:
+                if "too few" not in str(err):
+                    raise
+                fix = ("; lower train.batch or task.seq, or give more data"
+                       + ("; or pack the documents (task.bos_aligned=false)" if bos is not None
+                          else ""))
+                raise DataError(f"the {split} split of {root}: {err}{fix}") from None
 
         self.train, self.val = stream("train"), stream("val")
         tok = root / "tokenizer.json"
@@ -97,8 +111,10 @@ class ShardLM(LanguageModelTask):
                                 f"`tyr data prepare`")
             verify_sha256(tok, self.meta["tokenizer_sha256"], "tyr data prepare")
             self.tokenizer = load_tokenizer(tok, bos=None)  # the BOS is meta.json's bos_id
-        return (f"shards {root}: {self.meta.get('tokens', 0):,} tokens, vocab {vocab}, "
-                f"{len(self.train)} steps per epoch")
+        epoch = (f"{self.train.tokens / self.train.step_tokens:.1f} steps per epoch"
+                 if bos is None else f"{len(self.train)} BOS-aligned steps per epoch")
+        return (f"shards {root}: {self.train.tokens:,} train and {self.val.tokens:,} val "
+                f"tokens, vocab {vocab}, {epoch}")
 
     def data_sizes(self) -> dict[str, int]:
         return {"vocab": int(self.meta["vocab_size"])}
@@ -125,3 +141,7 @@ class ShardLM(LanguageModelTask):
 
     def decode(self, ids: list[int]) -> str:
         return self._tokenizer().decode(ids, skip_special=True)
+
+    def text_tokenizer(self) -> tuple[Any, int | None]:
+        bos = self.meta.get("bos_id")
+        return self._tokenizer(), bos if isinstance(bos, int) else None

@@ -1,0 +1,99 @@
+"""A trained language-model run as a Hugging Face directory that `AutoTokenizer` and
+`AutoModelForCausalLM` load offline and that generates what `tyr sample` generates.
+
+    config.json, model.safetensors    the model: the GPT example as `GPT2LMHeadModel`
+                                      (`hf_gpt2`), nanochat as `NanoChatForCausalLM`
+                                      (`hf_nanochat`)
+    tokenizer.json, tokenizer_config.json, special_tokens_map.json, generation_config.json
+                                      the run's tokenizer and sampling (`hf_tokenizer`)
+
+The architecture is the format's (`hf-gpt2`, `hf-nanochat`) or, for `hf`, read from the
+weights: an untied `lm_head` is nanochat's, learned positions `wpe` the GPT's. Only language
+models are exported: a run of another task (masked diffusion has no `transformers` class) is
+refused in one line. Everything is checked (the task, the weights' layout, the tokenizer
+against the vocabulary) before anything is written.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pytyr.atomic import atomic_write_text
+from pytyr.errors import ConfigError
+from pytyr.paths import output_dir
+
+ARCHITECTURES = ("gpt2", "nanochat")
+
+
+def _language_task(run: dict[str, Any], run_dir: Path) -> type:
+    """The run's task class, refused unless it is a language model's."""
+    from pytyr.train.tasks import task_class
+    from pytyr.train.tasks.lm import LanguageModelTask
+
+    where = f"{run_dir}/run.json"
+    cls = task_class(run["task"], where)
+    if not issubclass(cls, LanguageModelTask):
+        raise ConfigError(f"{where}: task '{cls.name}' (model '{run['model']}') is not a "
+                          f"language model's; only those have a transformers class to export "
+                          f"to (the GPT example: GPT-2, nanochat: NanoChat)")
+    return cls
+
+
+def _tokenizer(cls: type, run: dict[str, Any], run_dir: Path) -> tuple[Any, int | None, Any]:
+    """The run's tokenizer, the id put before every text, and its sampling options: the task
+    is prepared as `tyr sample` prepares it (its data gives the tokenizer)."""
+    from pytyr.train.task import TaskContext
+    from pytyr.train.tasks import sample_options, task_options
+
+    where = f"{run_dir}/run.json"
+    task = cls(task_options(cls, run["task"], where), TaskContext(1, 0))
+    task.prepare()
+    tok, prefix = task.text_tokenizer()
+    return tok, prefix, sample_options(cls, run.get("sample", {}), where)
+
+
+def _architecture(weights: dict[str, Any], run_dir: Path) -> str:
+    if "lm_head" in weights:
+        return "nanochat"
+    if "wpe" in weights:
+        return "gpt2"
+    raise ConfigError(f"{run_dir}/ckpt: the weights are neither the GPT example's (learned "
+                      f"positions 'wpe') nor nanochat's (an untied 'lm_head'); no transformers "
+                      f"class maps them")
+
+
+def export_hf(run_dir: Path, out: Path, arch: str | None = None,
+              checkpoint: str = "best") -> Path:
+    """Write the directory (module doc) for the run in `run_dir`, with the weights of its
+    `checkpoint` (`best` or `last`, `run.checkpoint_dir`); `arch` None reads it from them."""
+    from pytyr.export.hf_gpt2 import gpt2_config, gpt2_tensors
+    from pytyr.export.hf_nanochat import nanochat_config, nanochat_tensors
+    from pytyr.export.hf_tokenizer import write_tokenizer_files
+    from pytyr.safetensors import write_file
+    from pytyr.train.run import checkpoint_dir, read_run, run_weights
+
+    run = read_run(run_dir)
+    output_dir(out, "export directory")
+    cls = _language_task(run, run_dir)
+    where = str(checkpoint_dir(run_dir, checkpoint))
+    weights = run_weights(run_dir, checkpoint)
+    arch = arch or _architecture(weights, run_dir)
+    if arch == "gpt2":
+        tensors, sizes = gpt2_tensors(weights, where)
+        gpt2_config(sizes, run["values"], f"{run_dir}/run.json", {})  # checked before writing
+    elif arch == "nanochat":
+        tensors, sizes = nanochat_tensors(weights, run["values"], f"{run_dir}/run.json")
+    else:
+        raise ConfigError(f"unknown architecture {arch!r} (known: {', '.join(ARCHITECTURES)})")
+    tok, prefix, sample = _tokenizer(cls, run, run_dir)
+    if tok.vocab_size > sizes["vocab"]:
+        raise ConfigError(f"{run_dir}: the tokenizer has {tok.vocab_size} tokens, more than the "
+                          f"model's vocabulary of {sizes['vocab']}")
+    out.mkdir(parents=True, exist_ok=True)
+    ids = write_tokenizer_files(out, tok, prefix, sample, sizes["positions"])
+    config = (gpt2_config(sizes, run["values"], f"{run_dir}/run.json", ids) if arch == "gpt2"
+              else nanochat_config(sizes, ids))
+    write_file(tensors, out / "model.safetensors", {"format": "pt"})
+    atomic_write_text(out / "config.json", json.dumps(config, indent=2) + "\n")
+    return out

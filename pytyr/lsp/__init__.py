@@ -1,0 +1,1 @@
+"""The Tyr language server and `tyr shapes` (see docs/editor.md)."""

@@ -1,0 +1,80 @@
+"""What the checker elaborated, and where: the record behind hover, definition, completion
+and `tyr shapes`.
+
+`RecordingChecker` is the checker whose elaborators note every term they elaborate (the
+syntax node, the core term, its type, the local context it was elaborated in, and the
+elaborator, whose metavariable solutions come later) and every global name an application
+resolves. Only the language server and `tyr shapes` use it: `tyr check` runs the plain
+`Checker`, so recording costs it nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..lean import syntax as S
+from ..lean.check import Checker
+from ..lean.elaborate import Ctx, TermElab
+from ..lean.terms import Term
+
+
+@dataclass(frozen=True, slots=True)
+class Typed:
+    """A term as elaborated: `expr` (syntax) is `term : type` in `ctx`, inside `decl`."""
+
+    expr: S.Expr
+    term: Term
+    type: Term
+    ctx: Ctx
+    elab: "RecordingElab"
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """A name in function position (or a constant) resolved to the global `name`."""
+
+    expr: S.Ident
+    name: str
+    info: Any
+    ctx: Ctx
+    elab: "RecordingElab"
+
+
+class Record:
+    """Every `Typed` and `Ref` of a check, in the order the checker made them."""
+
+    def __init__(self) -> None:
+        self.typed: list[Typed] = []
+        self.refs: list[Ref] = []
+
+
+class RecordingElab(TermElab):
+    """The checker's elaborator, noting what it elaborates; it checks exactly as the plain one
+    (each method calls the plain one and only looks at its result)."""
+
+    record: Record
+    quiet = False  # set while the server elaborates a piece on its own (a name's prefix)
+
+    def elab(self, e: S.Expr, expected: Term | None, ctx: Ctx,
+             soft: bool = False) -> tuple[Term, Term]:
+        term, ty = super().elab(e, expected, ctx, soft)
+        if not self.quiet:
+            self.record.typed.append(Typed(e, term, ty, ctx, self))
+        return term, ty
+
+    def head(self, fn: S.Expr, expected: Term | None, ctx: Ctx) -> tuple:
+        out = super().head(fn, expected, ctx)
+        if out[0] == "const" and isinstance(fn, S.Ident) and not self.quiet:
+            self.record.refs.append(Ref(fn, out[1], out[2], ctx, self))
+        return out
+
+
+class RecordingChecker(Checker):
+    def __init__(self, record: Record) -> None:
+        super().__init__()
+        self.record = record
+
+    def elaborator(self, decl: str) -> TermElab:
+        el = RecordingElab(self.env, self.scope, decl, self.normal_forms)
+        el.record = self.record
+        return el

@@ -1,0 +1,103 @@
+"""How many torch threads a CPU run uses: measured at the start, fixed for the run.
+
+On a shared machine more threads can be much slower than one: OpenMP's threads wait for each
+other at every op, and a core taken by another process stalls them all (the GPT step 28 ms →
+2.9 s with two threads on a loaded 2-core machine). On an idle machine they are faster. So
+`train.threads = "auto"` (the default) times the run's own training step, forward and
+backward on its first micro-batch, at one thread and at every core this process may use,
+alternately (3 rounds, up to 25 for a short step: the median of many is steady on a busy
+machine), and keeps the faster (more threads must win by 10%). The count then stays fixed:
+results differ in the last bits between thread counts, so the run records it and a resume
+uses it again (`--resume` stays bit-exact).
+
+Nothing is measured where the choice is someone else's: an explicit `train.threads`,
+`OMP_NUM_THREADS` or `MKL_NUM_THREADS` in the environment (torchrun sets 1 per rank), a CUDA
+device, or a machine with one core. A step under 2 ms at one thread is too small to share.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+MARGIN = 0.9  # more threads must take at most this fraction of one thread's time
+TINY_S = 0.002  # a step this short at one thread gains nothing from more
+ROUNDS = (3, 25)  # alternating rounds: at least 3, more for short steps, within BUDGET_S
+BUDGET_S = 0.6
+
+
+@dataclasses.dataclass(frozen=True)
+class ThreadChoice:
+    """The thread count of a run and why (one line for the log)."""
+
+    threads: int
+    reason: str
+
+    def line(self) -> str:
+        return f"threads: {self.threads} ({self.reason})"
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _load() -> str:
+    try:
+        return f"load {os.getloadavg()[0]:.1f}"
+    except OSError:
+        return "load unknown"
+
+
+def _timed(step: Callable[[], None], threads: int) -> float:
+    torch.set_num_threads(threads)
+    t0 = time.perf_counter()
+    step()
+    return time.perf_counter() - t0
+
+
+def choose_threads(setting: int | str, step: Callable[[], None], *, device: torch.device,
+                   recorded: int | None = None) -> ThreadChoice:
+    """Set and return the run's thread count. `step` runs one training step's forward and
+    backward without changing the run (the caller restores gradients and RNG state);
+    `recorded` is the count of the run being resumed."""
+    if isinstance(setting, int):
+        torch.set_num_threads(setting)
+        return ThreadChoice(setting, "train.threads")
+    if device.type != "cpu":
+        return ThreadChoice(torch.get_num_threads(), f"torch's default on {device.type}")
+    if recorded is not None:
+        torch.set_num_threads(recorded)
+        return ThreadChoice(recorded, "the count the resumed run used, for a bit-exact resume")
+    env = next((v for v in ENV_VARS if os.environ.get(v)), None)
+    if env is not None:
+        return ThreadChoice(torch.get_num_threads(), f"{env}={os.environ[env]}")
+    cores = usable_cores()
+    if cores == 1:
+        torch.set_num_threads(1)
+        return ThreadChoice(1, "one usable core")
+    _timed(step, 1)  # warm-up: first-call costs (a kernel build, allocator growth)
+    one = _timed(step, 1)
+    if one < TINY_S:
+        torch.set_num_threads(1)
+        return ThreadChoice(1, f"auto: a step takes {one * 1e3:.1f} ms, too small to share")
+    _timed(step, cores)
+    times: dict[int, list[float]] = {1: [one], cores: []}
+    rounds = max(ROUNDS[0], min(ROUNDS[1], int(BUDGET_S / (2 * one))))
+    for r in range(rounds):
+        for n in ((cores, 1) if r % 2 == 0 else (1, cores)):
+            times[n].append(_timed(step, n))
+    t1, tn = statistics.median(times[1]), statistics.median(times[cores])
+    best = cores if tn <= MARGIN * t1 else 1
+    torch.set_num_threads(best)
+    return ThreadChoice(best, f"auto: a step took {t1 * 1e3:.0f} ms at 1 thread, "
+                              f"{tn * 1e3:.0f} ms at {cores}; {_load()}; set train.threads "
+                              "to choose")

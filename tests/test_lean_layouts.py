@@ -1,0 +1,174 @@
+"""Layout bugs that numbers alone accept are type errors, written into the real examples.
+
+Rotary embeddings rotate over the sequence axis of the heads layout `[b, h, t, d]`: `rotary`
+asks for the model's hypothesis `t ≤ n` about its context and `rotaryAt` for positions
+`IT #[t] n`, so rotating in the `[b, t, h, d]` layout (positions over the heads) or rotating a
+decoding step's new tokens as if they were a context from position 0 does not type-check; and
+Flux's grid rotary is typed by its `rows * cols` order. Each bug is caught on the line where it
+is written, and the message says what the op wanted.
+
+A `reshape` whose target is no merge or split of adjacent axes (a view without a transpose) is
+rejected, naming the op that was likely meant; `regroup` is the escape hatch.
+"""
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytyr.lean import check_files, instantiate_model, load
+from pytyr.lean.reshapes import misfit
+
+ROOT = Path(__file__).resolve().parents[1]
+NANOCHAT = "examples/nanochat/NanoChat.lean"
+FLUX = "examples/flux/Flux.lean"
+
+# (file, text in it, the bug written instead, fragments of the error, [the text of the line
+# where it is caught, when that is not the edit's first line])
+BUGS = [
+    # nanochat's Python views q as [B, T, H, D] and rotates there; written so in Tyr, the
+    # positions would run over the heads
+    (NANOCHAT, "let q := rmsNorm4 (rotary (queries c p x) hT c.rope_base)",
+     "let q := rmsNorm4 (splitHeads (mergeLast4 (rotary (splitLast3 (linear3 x p.c_q)) hT "
+     "c.rope_base)))",
+     # the heads, `c.n_head` unfolded
+     ["argument 'hT' of 'rotary' has type t ≤ c.block but is expected to have type "
+      "(c.depth * c.aspect_ratio + c.head_dim - 1) / c.head_dim ≤ ?n"]),
+    # a decoding step that rotates its new tokens as the training model does (0 … t-1)
+    (NANOCHAT, "let q := rmsNorm4 (rotaryAt (queries c p.attn h) pos c.rope_base)",
+     "let q := rmsNorm4 (rotary (queries c p.attn h) c.rope_base)",
+     ["argument 'hT' of 'rotary' has type Float but is expected to have type t ≤ ?n"]),
+    # ... with the training model's hypothesis: the step has none
+    (NANOCHAT, "let k := rmsNorm4 (rotaryAt (keys c p.attn h) pos c.rope_base)",
+     "let k := rmsNorm4 (rotary (keys c p.attn h) hT c.rope_base)",
+     ["unknown identifier 'hT'"]),
+    # positions of the step for the wrong axis
+    (NANOCHAT, "let q := rmsNorm4 (rotaryAt (queries c p.attn h) pos c.rope_base)",
+     "let q := rmsNorm4 (splitHeads (mergeLast4 (rotaryAt (splitLast3 (linear3 h p.attn.c_q)) "
+     "pos c.rope_base)))",
+     ["argument 'pos' of 'rotaryAt' has type IT #[t] c.block but is expected to have type "
+      "IT #[(c.depth * c.aspect_ratio + c.head_dim - 1) / c.head_dim] ?n"]),
+    # Flux's grid given as (cols, rows): image token r · gw + c is not at (c, r)
+    (FLUX, "ropeGrid c.txt_len c.grid_h c.grid_w c.rope_idx",
+     "ropeGrid c.txt_len c.grid_w c.grid_h c.rope_idx",
+     ["argument 'x' of 'ropeGrid'", "c.txt_len + c.grid_w * c.grid_h"]),
+    # Flux's rotary in the [b, t, h, d] layout
+    (FLUX, "def FluxConfig.rope (c : FluxConfig) {b : Nat} (x : T #[b, c.num_heads, c.seq, "
+           "c.head_dim]) :\n    T #[b, c.num_heads, c.seq, c.head_dim] :=",
+     "def FluxConfig.rope (c : FluxConfig) {b : Nat} (x : T #[b, c.seq, c.num_heads, "
+     "c.head_dim]) :\n    T #[b, c.seq, c.num_heads, c.head_dim] :=",
+     ["argument 'x' of 'ropeGrid'", "c.txt_len + c.grid_h * c.grid_w"],
+     "ropeGrid c.txt_len"),  # caught where the rotation is applied
+]
+
+
+def _plant(tmp_path: Path, path: str, old: str, new: str, at: str) -> tuple[Path, int]:
+    """The example with the bug, and the line where the error belongs: the line of `at`
+    after the edit (by default, the edit's own line)."""
+    src = (ROOT / path).read_text(encoding="utf-8")
+    assert src.count(old) == 1, old
+    mutated = src.replace(old, new)
+    start = src.index(old)
+    line = mutated[:mutated.index(at, start)].count("\n") + 1
+    f = tmp_path / Path(path).name
+    f.write_text(mutated, encoding="utf-8")
+    return f, line
+
+
+@pytest.mark.parametrize("bug", BUGS, ids=[f"{Path(b[0]).stem}:{b[2][:40]}" for b in BUGS])
+def test_a_layout_bug_is_a_type_error_at_its_line(tmp_path, bug):
+    path, old, new, frags, *at = bug
+    mutated, line = _plant(tmp_path, path, old, new, at[0] if at else new.split("\n")[0])
+    diags = check_files(mutated)
+    assert diags, "the bug still checks"
+    first = min(diags, key=lambda d: (d.pos.line, d.pos.col))
+    assert first.pos.line == line, (first, line)
+    for frag in frags:
+        assert frag in first.message, (frag, first.message)
+
+
+@pytest.mark.parametrize("path", [NANOCHAT, FLUX])
+def test_the_examples_as_written_check(path):
+    assert check_files(ROOT / path) == []
+
+
+# ---- the reshape discipline -------------------------------------------------------------
+
+@pytest.mark.parametrize("src,dst", [
+    ([2, 6], [12]), ([12], [3, 4]), ([2, 6], [2, 2, 3]), ([2, 3, 4], [6, 4]),
+    ([2, 1, 6], [2, 6, 1]), ([1, 6], [6]), ([2, 8, 8, 16], [2, 8, 128]), ([7], [7]), ([], [1]),
+    ([0, 3], [3, 0]),
+])
+def test_a_merge_or_split_of_adjacent_axes_is_a_reshape(tmp_path, src, dst):
+    f = tmp_path / "R.lean"
+    f.write_text(f"import Tyr\nopen torch\ndef f (x : T #{src}) : T #{dst} := reshape x #{dst}\n")
+    assert check_files(f) == []
+
+
+@pytest.mark.parametrize("src,dst,meant", [
+    ([2, 4, 8, 16], [2, 8, 64], "that is `mergeHeads` ([b, h, t, d] → [b, t, h * d])"),
+    ([2, 8, 64], [2, 4, 8, 16], "that is `splitHeads` ([b, t, h * d] → [b, h, t, d])"),
+    ([4, 6], [6, 4], "the axes are permuted: that is a transpose"),
+    ([3, 4, 5], [3, 5, 4], "the axes are permuted: that is a transpose"),
+    ([2, 6], [3, 4], "transpose the axes into place first"),
+])
+def test_any_other_regrouping_names_the_op_meant(tmp_path, src, dst, meant):
+    f = tmp_path / "R.lean"
+    f.write_text(f"import Tyr\nopen torch\ndef f (x : T #{src}) : T #{dst} := reshape x #{dst}\n"
+                 f"def g (x : T #{src}) : T #{dst} := regroup x #{dst}\n")
+    (d,) = check_files(f)  # `regroup` is the escape hatch: only `f` is an error
+    assert (d.pos.line, d.pos.col) == (3, len(f"def f (x : T #{src}) : T #{dst} := "))
+    assert d.message.startswith(f"reshape of T #{src} to #{dst}: ".replace("'", ""))
+    assert meant in d.message and d.message.endswith("if this regrouping is meant, use `regroup`")
+
+
+@given(st.lists(st.integers(1, 5), min_size=0, max_size=5), st.data())
+@settings(max_examples=200, deadline=None)
+def test_the_discipline_accepts_exactly_merges_and_splits(dims, data):
+    # Build a target by merging runs of adjacent axes and splitting single ones: accepted.
+    # A target is rejected only if its elements really change places: some group of axes has
+    # at least two non-unit axes on both sides.
+    out, i = [], 0
+    while i < len(dims):
+        k = data.draw(st.integers(1, len(dims) - i))
+        run = dims[i:i + k]
+        if k == 1 and run[0] in (4, 6) and data.draw(st.booleans()):
+            out += [2, run[0] // 2]
+        else:
+            out.append(math.prod(run))
+        i += k
+    assert misfit(dims, out) is None
+    assert misfit(out, dims) is None
+    # a swap of two adjacent non-unit, unequal axes is a transpose, never a merge or a split
+    swappable = [j for j in range(len(dims) - 1) if 1 < dims[j] != dims[j + 1] > 1]
+    if swappable:
+        j = data.draw(st.sampled_from(swappable))
+        swapped = dims[:j] + [dims[j + 1], dims[j]] + dims[j + 2:]
+        assert "transpose" in (misfit(dims, swapped) or "")
+
+
+@pytest.mark.parametrize("path", ["Tyr/Ops.lean", "Tyr/Shape.lean", "Tyr/NN.lean",
+                                  "Tyr/DiT.lean", "Tyr/Decode.lean", "Tyr/Core.lean"])
+def test_the_library_has_no_generic_reshape_but_regroup(path):
+    # The measurement behind the discipline: no example and no library op reshapes
+    # generically; `regroup`'s body is the one use, with symbolic shapes.
+    uses = re.findall(r"\breshape x\b|\breshape \(", (ROOT / path).read_text(encoding="utf-8"))
+    assert uses == (["reshape x"] if path == "Tyr/Ops.lean" else [])
+
+
+def test_no_example_reshapes_generically():
+    for f in sorted((ROOT / "examples").rglob("*.lean")):
+        assert not re.search(r"\breshape\b", re.sub(r"/-.*?-/|--[^\n]*", "", f.read_text(
+            encoding="utf-8"), flags=re.S)), f
+
+
+def test_regroup_instantiates_to_a_reshape_node(tmp_path):
+    f = tmp_path / "R.lean"
+    f.write_text("import Tyr\nopen torch\n"
+                 "@[model] def m (x : T #[2, 6]) : T #[3, 4] := regroup x #[3, 4]\n")
+    g = instantiate_model(load(f), "m", {})
+    assert [(n.op, n.attrs) for n in g.nodes] == [("reshape", {"target": [3, 4]})]
