@@ -52,6 +52,69 @@ def test_no_module_reaches_back_up():
     assert not bad, "\n".join(bad)
 
 
+def _module(path: Path) -> str:
+    parts = ["pytyr", *path.relative_to(ROOT).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """Every pytyr module `path` imports when it runs, function-level imports included (they
+    hide a cycle, not remove it); `if TYPE_CHECKING:` blocks left out (never run)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    own = _module(path)
+    pkg = own if path.name == "__init__.py" else own.rsplit(".", 1)[0]
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                   and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+                   for n in ast.walk(node)}
+    out = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                if node.module:
+                    out.add(".".join([*base, node.module]))
+                else:  # `from . import syntax`: the modules named
+                    out |= {".".join([*base, a.name]) for a in node.names}
+            elif (node.module or "").startswith("pytyr"):
+                out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("pytyr")}
+    return out
+
+
+def test_no_import_cycle_anywhere():
+    """Inside every package too: the modules of a package form an order (what `lean/` needs
+    in both `elaborate` and `application` lives in `context` and `obligations`)."""
+    modules = {_module(p): p for p in ROOT.rglob("*.py")}
+    graph = {}
+    for mod, path in modules.items():
+        deps = set()
+        for target in _runtime_imports(path):
+            while target and target not in modules:  # `pytyr.x.f` (a name) → `pytyr.x`
+                target = target.rpartition(".")[0]
+            if target and target != mod:
+                deps.add(target)
+        graph[mod] = deps
+    state: dict[str, int] = {}  # 1 on the path, 2 done
+    cycles = []
+
+    def visit(mod: str, path: list[str]) -> None:
+        state[mod] = 1
+        for dep in sorted(graph[mod]):
+            if state.get(dep) == 1:
+                cycles.append(" -> ".join(path[path.index(dep):] + [mod, dep]))
+            elif dep not in state:
+                visit(dep, path + [mod])
+        state[mod] = 2
+
+    for mod in sorted(graph):
+        if mod not in state:
+            visit(mod, [])
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
 def test_checking_does_not_import_torch():
     import subprocess
     import sys

@@ -85,8 +85,8 @@ def test_vocab_and_split(data):
     assert len(data.train) == data.n_train and len(data.val) == data.n_val
     assert data.decode(data.train[:200]) == text[:200]
     assert data.decode(data.val[-50:]) == text[-50:]
-    assert data.encode("To be") == [data.stoi[c] for c in "To be"]
-    with pytest.raises(DataError, match="not in the Shakespeare vocabulary"):
+    assert data.encode("To be") == [data.itos.index(c) for c in "To be"]
+    with pytest.raises(DataError, match="Shakespeare vocabulary: character .é. is not in"):
         data.encode("é")
 
 

@@ -35,6 +35,7 @@ import numpy as np
 
 from pytyr.atomic import atomic_write_text
 from pytyr.data.shards import read_shard, write_shard
+from pytyr.data.tokenizer import CharTokenizer
 from pytyr.digest import stamp_problem, stamped
 from pytyr.errors import DataError
 from pytyr.paths import output_dir, read_text
@@ -135,10 +136,10 @@ class ShakespeareData:
     n_val: int
     source_version: str
     sha256: str
-    stoi: dict[str, int] = field(init=False, repr=False)
+    codec: CharTokenizer = field(init=False, repr=False)  # the one character codec
 
     def __post_init__(self) -> None:
-        self.stoi = {c: i for i, c in enumerate(self.itos)}
+        self.codec = CharTokenizer(self.itos, source="the Shakespeare vocabulary")
 
     input_path = property(lambda self: self.cache_dir / "input.txt")
     train_path = property(lambda self: self.cache_dir / "train.bin")
@@ -159,16 +160,11 @@ class ShakespeareData:
 
     def encode(self, text: str) -> list[int]:
         """Characters to ids; a character outside the vocabulary is a DataError."""
-        try:
-            return [self.stoi[c] for c in text]
-        except KeyError as e:
-            raise DataError(f"encode: character {e.args[0]!r} is not in the Shakespeare "
-                            f"vocabulary ({self.vocab_size} characters)") from None
+        return self.codec.encode(text)
 
     def decode(self, ids: Any) -> str:
         """Ids (list, numpy array or tensor of any shape, read flat) to a string."""
-        flat = np.asarray(ids.tolist() if hasattr(ids, "tolist") else ids).reshape(-1)
-        return "".join(self.itos[int(i)] for i in flat)
+        return self.codec.decode(ids)
 
 
 def _encode_array(text: str, itos: list[str]) -> np.ndarray:

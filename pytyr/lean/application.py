@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Pos
 from . import syntax as S
+from .context import Ctx
 from .env import BUILTIN_TYPES, CtorInfo, DefInfo, IndInfo, StructInfo
 from .failure import Fail, short
 from .hints import split_hint
+from .obligations import decide
 from .parser import SUBSET
 from .reshapes import DISCIPLINED, misfit
 from .terms import (FLOAT, NAT, PAIR_FIELDS, PROP, SHAPE, App, Arr, Call, CtorV, InitV, Lit,
@@ -24,7 +26,7 @@ from .terms import (FLOAT, NAT, PAIR_FIELDS, PROP, SHAPE, App, Arr, Call, CtorV,
                     subst)
 
 if TYPE_CHECKING:
-    from .elaborate import Ctx, TermElab
+    from .elaborate import TermElab  # the class this mixin is part of
 
 
 class ApplyRules:
@@ -201,7 +203,6 @@ class ApplyRules:
                                    f"{self.show(ty)} but is expected to have type "
                                    f"{self.show(pty)}")
             values[i] = m[p.uid] = t
-        from .elaborate import decide
         for p, pty in obligations:
             decide(self.norm, name, p, instantiate(pty, self.mctx), pos)
         mine = self.deferred[first_deferred:]
@@ -291,8 +292,7 @@ def _show_dims(ds: list[int]) -> str:
     return "#[" + ", ".join(map(str, ds)) + "]"
 
 
-def ctx_empty() -> "Ctx":
-    from .elaborate import Ctx
+def ctx_empty() -> Ctx:
     return Ctx()
 
 

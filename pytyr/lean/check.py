@@ -9,7 +9,8 @@ from typing import Any
 from ..errors import Pos
 from . import syntax as S
 from .conventions import init_convention, op_convention
-from .elaborate import Ctx, TermElab
+from .context import Ctx
+from .elaborate import TermElab
 from .env import (KNOWN_ATTRS, NATIVE_DEFS, NATIVE_DERIVING, CtorInfo, DefInfo, Env, FieldInfo,
                   IndInfo, StructInfo)
 from .failure import Fail

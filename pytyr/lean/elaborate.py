@@ -7,11 +7,10 @@ evaluates later. The rules for applications are in `application.py`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..errors import Pos
 from . import syntax as S
 from .application import ApplyRules
+from .context import Ctx
 from .defeq import Normalizer, unify
 from .env import TENSOR_FAMILIES, Env
 from .failure import Fail
@@ -20,35 +19,8 @@ from .numerals import float_literal, float_of_nat
 from .parser import SUBSET
 from .scope import Scope
 from .terms import (FLOAT, NAT, PROP, STRING, TYPE, App, Arr, Block, Eq, FLit, FloatOp, Lam, Lit,
-                    Meta, MetaCtx, NatOp, Opaque, Pair, Param, Pi, Prod, Proj, Rel, SLit, Sort,
+                    Meta, MetaCtx, NatOp, Pair, Param, Pi, Prod, Proj, Rel, SLit, Sort,
                     Term, Var, computes, instantiate, occurs, show, subst)
-
-
-@dataclass(frozen=True)
-class Local:
-    name: str
-    term: Term
-    type: Term
-
-
-class Ctx:
-    """A local context: a persistent linked list of locals (later ones shadow earlier ones)."""
-
-    __slots__ = ("parent", "local")
-
-    def __init__(self, parent: "Ctx | None" = None, local: Local | None = None):
-        self.parent, self.local = parent, local
-
-    def push(self, name: str, term: Term, type_: Term) -> "Ctx":
-        return Ctx(self, Local(name, term, type_))
-
-    def get(self, name: str) -> Local | None:
-        c: Ctx | None = self
-        while c is not None and c.local is not None:
-            if c.local.name == name:
-                return c.local
-            c = c.parent
-        return None
 
 
 class TermElab(ApplyRules):
@@ -290,26 +262,3 @@ class TermElab(ApplyRules):
             return FloatOp(e.op, a, b), FLOAT
         raise Fail(e.pos, f"arithmetic '{e.op}' on {self.show(ty)} is {SUBSET} "
                           f"(Nat and Float only)")
-
-
-def decide(norm: Normalizer, fname: str, p: Param, pty: Term, pos: Pos) -> None:
-    """`by decide` on a closed proposition `a = b`, `a ≤ b`, `a < b` (Nat), as Lean's
-    `Decidable` instances evaluate it; anything else is an error naming the argument."""
-    prop = norm(pty)
-    shown = show(prop)
-    if not isinstance(prop, (Eq, Rel)):
-        raise Fail(pos, f"`by decide` cannot prove {shown}")
-    if occurs(prop, lambda x: isinstance(x, (Var, Meta, Opaque))):
-        raise Fail(pos, f"`by decide` failed for argument '{p.name}' of '{_short(fname)}': "
-                        f"the proposition {shown} mentions variables, and `decide` needs a "
-                        f"closed proposition; use closed shapes")
-    if isinstance(prop, Rel):
-        a, b = prop.a, prop.b
-        holds = isinstance(a, Lit) and isinstance(b, Lit) and (
-            a.n <= b.n if prop.op == "≤" else a.n < b.n)
-    else:
-        holds = prop.a == prop.b
-    if not holds:
-        detail = shown if isinstance(prop, Rel) else f"{show(prop.a)} ≠ {show(prop.b)}"
-        raise Fail(pos, f"`by decide` failed for argument '{p.name}' of '{_short(fname)}': "
-                        f"the proposition {show(pty)} is false ({detail})")

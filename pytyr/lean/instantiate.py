@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import ConfigError, Diagnostic, LeanError, Pos
 from ..ir.graph import Graph, Input, Output, Param
-from .elaborate import decide
+from .obligations import decide
 from .env import TENSOR_FAMILIES, DefInfo, StructInfo
 from .evaluate import DEFAULT_MAX_UNROLL, INT64_MAX, Evaluator, brief, closed_tensor_type, \
     to_python

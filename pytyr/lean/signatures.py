@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import Pos, TyrError
 from ..ir.graph import TensorType
 from .defeq import Normalizer, unify
-from .elaborate import decide
+from .obligations import decide
 from .evaluate import brief, closed_tensor_type
 from .failure import Fail
 from .numerals import float_of_nat

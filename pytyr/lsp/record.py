@@ -14,7 +14,8 @@ from typing import Any
 
 from ..lean import syntax as S
 from ..lean.check import Checker
-from ..lean.elaborate import Ctx, TermElab
+from ..lean.context import Ctx
+from ..lean.elaborate import TermElab
 from ..lean.terms import Term
 
 

@@ -96,6 +96,18 @@ class DuplicateKey(Exception):
         self.key = key
 
 
+def object_pairs(text: str) -> tuple[tuple[str, Any], ...] | None:
+    """The fast path of the format's JSON (a header, a shard index): parsed with no Python
+    hook, each object as a tuple of (key, value) pairs, so a repeated key shows as a dict
+    smaller than its pairs; None when `text` is not a JSON object (the slow path, which
+    names the problem, runs then)."""
+    try:
+        top = json.loads(text, object_pairs_hook=tuple)
+    except (ValueError, RecursionError):
+        return None
+    return top if type(top) is tuple else None
+
+
 def no_duplicate_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """JSON object hook: Python's json keeps the last of two equal keys silently; we refuse."""
     d = dict(pairs)
@@ -231,11 +243,8 @@ def _fast(text: str) -> tuple[dict[str, TensorInfo], dict[str, str]] | None:
     shape (a list of at most MAX_RANK ints in 0..MAX_NUMEL) and data_offsets (two ints,
     0 <= begin <= end, end - begin = numel x bits / 8), and __metadata__ an object of strings.
     """
-    try:
-        top = json.loads(text, object_pairs_hook=tuple)
-    except (ValueError, RecursionError):
-        return None
-    if type(top) is not tuple:
+    top = object_pairs(text)
+    if top is None:
         return None
     tensors: dict[str, TensorInfo] = {}
     metadata: dict[str, str] = {}

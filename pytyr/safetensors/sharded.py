@@ -16,6 +16,7 @@ from typing import Any
 
 from pytyr.errors import SafeTensorsError
 
+from .header import object_pairs
 from .reader import (MAX_HEADER, DuplicateKey, Header, SafeTensorsFile, TensorInfo,
                      no_duplicate_pairs, read_header)
 
@@ -166,11 +167,8 @@ def _read_index(index: Path) -> tuple[dict[str, str], dict[str, Any]]:
 def _fast_index(text: str) -> dict[str, Any] | None:
     """The index parsed with no Python hook (objects as tuples of pairs), when it is the usual
     {weight_map: {name: file}, metadata: {key: scalar}} with no key twice; else None."""
-    try:
-        top = json.loads(text, object_pairs_hook=tuple)
-    except (ValueError, RecursionError):
-        return None
-    if type(top) is not tuple:
+    top = object_pairs(text)
+    if top is None:
         return None
     obj = dict(top)
     if len(obj) != len(top):

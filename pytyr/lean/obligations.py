@@ -1,0 +1,33 @@
+"""`by decide` obligations, decided on closed propositions as Lean's `Decidable` instances
+evaluate them: in applications (`application.py`), in op signatures (`signatures.py`) and on
+a model's values (`instantiate.py`)."""
+from __future__ import annotations
+
+from ..errors import Pos
+from .defeq import Normalizer
+from .failure import Fail
+from .failure import short as _short
+from .terms import Eq, Lit, Meta, Opaque, Param, Rel, Term, Var, occurs, show
+
+
+def decide(norm: Normalizer, fname: str, p: Param, pty: Term, pos: Pos) -> None:
+    """`by decide` on a closed proposition `a = b`, `a ≤ b`, `a < b` (Nat), as Lean's
+    `Decidable` instances evaluate it; anything else is an error naming the argument."""
+    prop = norm(pty)
+    shown = show(prop)
+    if not isinstance(prop, (Eq, Rel)):
+        raise Fail(pos, f"`by decide` cannot prove {shown}")
+    if occurs(prop, lambda x: isinstance(x, (Var, Meta, Opaque))):
+        raise Fail(pos, f"`by decide` failed for argument '{p.name}' of '{_short(fname)}': "
+                        f"the proposition {shown} mentions variables, and `decide` needs a "
+                        f"closed proposition; use closed shapes")
+    if isinstance(prop, Rel):
+        a, b = prop.a, prop.b
+        holds = isinstance(a, Lit) and isinstance(b, Lit) and (
+            a.n <= b.n if prop.op == "≤" else a.n < b.n)
+    else:
+        holds = prop.a == prop.b
+    if not holds:
+        detail = shown if isinstance(prop, Rel) else f"{show(prop.a)} ≠ {show(prop.b)}"
+        raise Fail(pos, f"`by decide` failed for argument '{p.name}' of '{_short(fname)}': "
+                        f"the proposition {show(pty)} is false ({detail})")
