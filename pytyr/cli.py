@@ -74,6 +74,16 @@ def _config(args: argparse.Namespace, *, required: bool) -> tuple[dict[str, Any]
     return cfg, str(path) if path is not None else "the command line"
 
 
+def _only(args: argparse.Namespace, command: str, tables: tuple[str, ...]) -> None:
+    """Refuse a `--set` of a table `command` does not read: it would be ignored."""
+    for item in args.set or []:
+        key = item.partition("=")[0]
+        if key.split(".")[0] not in tables:
+            uses = " and ".join(f"{t}.*" for t in tables)
+            raise ConfigError(f"--set {key}: `tyr {command}` uses only {uses} settings, so "
+                              f"this one would be ignored; remove it")
+
+
 def _add_source(p: argparse.ArgumentParser, *, file_required: bool = False) -> None:
     p.add_argument("file", nargs=None if file_required else "?", metavar="FILE.lean",
                    help="the Lean file that defines the model")
@@ -118,6 +128,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_graph(args: argparse.Namespace) -> int:
     from .train.run import graph_values
 
+    _only(args, "graph", ("model", "task", "train"))
     source = _source(args)
     cfg, where = _config(args, required=False)
     graph = source.graph(args.model, graph_values(source, args.model, cfg, where))
@@ -156,7 +167,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     cfg, where = _config(args, required=bool(args.file) and not args.config)
     if args.device:
         cfg = merge(cfg, {"train": {"device": args.device}})
-    return train(source, args.model, cfg, where, resume=args.resume, progress=not args.quiet)
+    return train(source, args.model, cfg, where, resume=args.resume, overwrite=args.overwrite,
+                 progress=not args.quiet)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -164,6 +176,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .train.forward_weights import forward_with_weights
     from .train.run import checkpoint_dir, read_run, run_weights
 
+    _only(args, "run", ("model",))
     source = _source(args)
     explicit = read_json(Path(args.config), "config") if args.config else {}
     explicit = merge(explicit, parse_set(args.set or []))
@@ -221,12 +234,26 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
 def _sample_overrides(args: argparse.Namespace, keys: tuple[str, ...]) -> dict[str, Any]:
     """The `sample` table of `--set` with the command's own options on top."""
+    _only(args, args.command, ("sample",))
     overrides = parse_set(args.set or []).get("sample", {})
     for key in keys:
         value = getattr(args, key)
         if value is not None:
-            overrides[key] = value
+            overrides[key] = _utf8(value, f"--{key.replace('_', '-')}")
     return overrides
+
+
+def _utf8(value: Any, option: str) -> Any:
+    """A text argument, refused when the bytes given are not UTF-8 (Python carries them as
+    lone surrogates, which no tokenizer takes)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raw = value.encode("utf-8", "surrogateescape")
+            raise ConfigError(f"{option} is not UTF-8 text (byte 0x{raw[err.start]:02x} at "
+                              f"offset {err.start})") from None
+    return value
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -237,7 +264,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
     run = read_run(run_dir)
     source = _source_from_origin(run["origin"], f"{run_dir}/run.json")
     overrides = _sample_overrides(args, ("max_new_tokens", "temperature", "top_k", "seed"))
-    session = open_chat(source, run_dir, overrides, stop=args.stop, checkpoint=args.checkpoint)
+    session = open_chat(source, run_dir, overrides, stop=_utf8(args.stop, "--stop"),
+                        checkpoint=args.checkpoint)
     interactive = sys.stdin.isatty()
     if interactive or not args.run:
         print(f"chatting with {describe_checkpoint(run_dir, args.checkpoint)}"
@@ -252,7 +280,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
     def warn(message: str) -> None:
         print(f"tyr chat: {message}", file=sys.stderr)
 
-    converse(session, sys.stdin, write, warn, prompt="> " if interactive else "")
+    lines = getattr(sys.stdin, "buffer", sys.stdin)  # bytes: a line that is not UTF-8 is named
+    converse(session, lines, write, warn, prompt="> " if interactive else "")
     return 0
 
 
@@ -310,12 +339,17 @@ def build_parser() -> argparse.ArgumentParser:
              "  tyr train examples/gpt/GPT.lean --model gpt\n"
              "  tyr train examples/gpt/GPT.lean --model gpt --set train.max_iters=4000 --resume\n"
              "  tyr train my/LM.lean --model lm --config lm.json --set task.data=data/mine\n"
+             "  tyr train examples/gpt/GPT.lean --model gpt --overwrite   (start runs/gpt over)\n"
              "  torchrun --nproc_per_node=2 -m pytyr.cli train examples/gpt/GPT.lean --model gpt")
     _add_source(t)
     _add_config(t)
     t.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    t.add_argument("--resume", action="store_true",
-                   help="continue exactly from the checkpoint in the run directory")
+    again = t.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true",
+                       help="continue exactly from the checkpoint in the run directory")
+    again.add_argument("--overwrite", action="store_true",
+                       help="replace the run already in the run directory (without it, a "
+                            "fresh run there is refused)")
     t.add_argument("--device", choices=["cpu", "cuda", "auto"],
                    help="where to train (same as --set train.device=…; default auto)")
     t.set_defaults(fn=cmd_train)
@@ -420,7 +454,12 @@ def main(argv: list[str] | None = None) -> int:
         watch_launcher()
     parser = build_parser()
     args = parser.parse_args(argv)
-    name = f"tyr {args.command}"
+    sub = getattr(args, f"{args.command}_command", None)  # `tyr data prepare`, ...
+    name = f"tyr {args.command}" + (f" {sub}" if sub else "")
+    if launched():
+        from .process import set_command
+
+        set_command(name)
     try:
         return int(args.fn(args) or 0)
     except LeanError as err:

@@ -70,6 +70,11 @@ def parse_set(items: list[str]) -> dict[str, Any]:
     (numbers, true, null, lists), else the string itself."""
     out: dict[str, Any] = {}
     for item in items:
+        try:
+            item.encode("utf-8")
+        except UnicodeEncodeError as err:  # bytes of the command line that are not UTF-8
+            raise ConfigError(f"--set {show(item.partition('=')[0])}: not UTF-8 text (character "
+                              f"{err.start} of the argument)") from None
         key, sep, raw = item.partition("=")
         parts = key.split(".")
         if not sep or not all(parts):

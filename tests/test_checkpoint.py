@@ -92,7 +92,7 @@ def test_crash_mid_save_leaves_previous_checkpoint_loadable(tmp_path, monkeypatc
         monkeypatch.setattr(checkpoint, "write_file", lambda t, p, m=None: crash() if
                             p.name == "optimizer.safetensors" else real_write(t, p, m))
     elif fail_at == "state":
-        monkeypatch.setattr(checkpoint.Path, "write_text", crash)
+        monkeypatch.setattr(checkpoint, "_write_state", crash)
     elif fail_at == "fsync":
         monkeypatch.setattr(checkpoint, "_fsync", crash)
     else:

@@ -110,7 +110,7 @@ def test_cli_refuses_a_split_that_would_eat_the_data(tmp_path, capsys):
             str(tmp_path / "tok.json"), "--out", str(tmp_path / "out"), "--no-progress"]
     assert main([*base, "--val-tokens", "1000"]) == 1
     err = capsys.readouterr().err.strip()
-    assert err == (f"tyr data: data prepare: --val-tokens 1000 would hold out 1,000 of the "
+    assert err == (f"tyr data prepare: --val-tokens 1000 would hold out 1,000 of the "
                    f"corpus's {total:,} tokens ({1000 / total:.0%}) for validation and leave "
                    f"{total - 1000:,} for training; at most half can be held out: give "
                    f"--val-tokens {total // 2} or fewer, or a fraction such as --val 0.1")

@@ -162,6 +162,94 @@ def test_ranks_exit_soon_after_the_launcher_dies(tmp_path, cache):
                 pass
 
 
+def _rank_pids(launcher: int) -> dict[int, int]:
+    """RANK → pid of the launcher's worker processes."""
+    out = {}
+    for pid in _children(launcher):
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        rank = [v[5:] for v in env if v.startswith(b"RANK=")]
+        if rank:
+            out[int(rank[0])] = pid
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize("victim", [1, 0])
+def test_a_dead_rank_ends_the_other_with_one_line_naming_it(tmp_path, cache, victim):
+    import signal
+    import time
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TYR_DIST_BACKEND": "gloo"}
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(var, None)
+    logs, run = tmp_path / "logs", tmp_path / "run"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "--log-dir", str(logs), "--redirects", "2", "-m", "pytyr.cli",
+           *_args(run, cache, "--set", "train.max_iters=100000")]
+    launcher = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (run / "run.json").exists():  # training under way on both ranks
+            assert time.monotonic() < deadline and launcher.poll() is None, "no training"
+            time.sleep(0.2)
+        time.sleep(2)
+        ranks = _rank_pids(launcher.pid)
+        assert sorted(ranks) == [0, 1]
+        os.kill(ranks[victim], signal.SIGKILL)
+        launcher.wait(timeout=60)
+    finally:
+        for r in _children(launcher.pid) + [launcher.pid]:
+            try:
+                os.kill(r, signal.SIGKILL)
+            except OSError:
+                pass
+    survivor = 1 - victim
+    [log] = [p for p in logs.rglob("stderr.log") if p.parent.name == str(survivor)]
+    err = log.read_text()
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert f"rank {victim} (pid {ranks[victim]})" in lines[0] and "tyr train: " in lines[0]
+
+
+def test_the_launchers_sigterm_after_a_peers_death_is_one_line_naming_it():
+    # The agent may stop a rank (SIGTERM) before its collective fails: the same one line.
+    code = ("import os, signal, socket, subprocess, sys, time\n"
+            "from pytyr import process\n"
+            "peer = subprocess.Popen([sys.executable, '-c', 'pass'])\n"
+            "peer.wait()\n"  # reaped: gone, as the agent leaves a dead rank
+            "process.set_command('tyr train')\n"
+            "process.note_peers([(socket.gethostname(), os.getpid()),"
+            " (socket.gethostname(), peer.pid)], 0)\n"
+            "print(peer.pid, flush=True)\n"
+            "os.kill(os.getpid(), signal.SIGTERM)\n"
+            "time.sleep(5)\n"
+            "print('not ended', flush=True)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, cwd=ROOT)
+    pid = res.stdout.split()[0]
+    assert res.returncode == 1 and "not ended" not in res.stdout
+    assert res.stderr.strip() == f"tyr train: rank 1 (pid {pid}) died; rank 0 stops too"
+
+
+def test_a_sigterm_without_a_dead_peer_ends_as_before_and_forgotten_peers_are_no_news():
+    code = ("import os, signal, socket, sys, time\n"
+            "from pytyr import process\n"
+            "process.note_peers([(socket.gethostname(), os.getpid()),"
+            " (socket.gethostname(), os.getppid())], 0)\n"
+            "assert process.dead_peer() is None\n"
+            "process.forget_peers()\n"
+            "assert process.dead_peer(wait=5) is None\n"
+            "os.kill(os.getpid(), signal.SIGTERM)\n"
+            "time.sleep(5)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, cwd=ROOT)
+    assert res.returncode == -15 and res.stderr == "", res.stderr
+
+
 @pytest.mark.slow
 def test_ctrl_c_under_torchrun_stops_every_rank_after_one_step_and_resumes(tmp_path, cache):
     """Ctrl-C in a terminal signals the launcher and every rank: the ranks agree on the step,

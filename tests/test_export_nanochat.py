@@ -12,6 +12,7 @@ import shutil
 import pytest
 import torch
 
+from integrity_runs import rerecord
 from pytyr.cli import main
 from pytyr.safetensors import load_file, write_file
 
@@ -106,9 +107,7 @@ def test_keys_nanochat_has_no_place_for_are_refused(run, tmp_path, capsys):
     weights["value_embeds.0"] = torch.zeros(300, 32)  # today's nanochat has these
     del weights["blocks.1.mlp.c_fc"]
     write_file(weights, ckpt)
-    state = json.loads((bad / "ckpt" / "state.json").read_text())
-    state["files"]["model.safetensors"] = ckpt.stat().st_size
-    (bad / "ckpt" / "state.json").write_text(json.dumps(state))
+    rerecord(bad / "ckpt")  # a deliberate change, recorded as a save would
     for fmt in ("hf", "hf-nanochat"):
         assert main(["export", "--format", fmt, str(bad), str(tmp_path / "o"),
                      "--checkpoint", "last"]) == 1

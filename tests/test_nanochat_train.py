@@ -104,8 +104,11 @@ def test_chat_streams_a_reply_per_line_over_the_run(one, monkeypatch, capsys):
 
 
 def test_chat_refuses_what_it_cannot_talk_to(one, tmp_path, capsys):
-    run = json.loads((one / "run.json").read_text())
-    (tmp_path / "run.json").write_text(json.dumps({**run, "task": {"name": "classification"}}))
+    from pytyr.digest import stamped
+
+    run = json.loads((one / "run.json").read_text())  # a run record of another task, whole
+    (tmp_path / "run.json").write_text(json.dumps(stamped({**run, "task": {
+        "name": "classification"}})))
     assert main(["chat", "--run", str(tmp_path)]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("tyr chat: ") and "'classification' is not a language model" in err

@@ -86,8 +86,16 @@ def test_errors(bpe, tmp_path):
     bad.write_text('{"model": 3}')
     with pytest.raises(DataError, match=f"{bad}: not a tokenizers"):
         load_tokenizer(bad)
-    with pytest.raises(DataError, match="vocab_size must be an integer of at least 257"):
+    with pytest.raises(DataError, match="vocab_size must be an integer from 257"):
         train_bpe(CORPUS, 100)
+    with pytest.raises(DataError, match=r"vocab_size .* to 4,194,304, got 1000"):
+        train_bpe(CORPUS, 10**23)
+    with pytest.raises(DataError, match="min_frequency must be an integer from 0"):
+        train_bpe(CORPUS, 300, min_frequency=-1)
+    with pytest.raises(DataError, match=r"is not valid Unicode \(a lone surrogate"):
+        bpe.encode("ab\udcff")
+    with pytest.raises(DataError, match="text 1 is not valid Unicode"):
+        bpe.encode_batch(["ab", "c\udcff"])
     with pytest.raises(DataError, match="empty corpus"):
         train_bpe([], 300)
     big = CharTokenizer([chr(0x4E00 + i) for i in range(70000)])

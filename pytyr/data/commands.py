@@ -43,9 +43,21 @@ def _corpus(paths: list[str], column: str) -> Iterator[str]:
 
 
 def cmd_tokenizer_train(args: argparse.Namespace) -> int:
-    from pytyr.data.tokenizer import CharTokenizer, train_bpe
+    from pytyr.data.tokenizer import (MAX_BPE_VOCAB, MAX_MIN_FREQUENCY, CharTokenizer,
+                                      train_bpe)
+    from pytyr.errors import ConfigError
 
     bos = None if args.no_bos else args.bos
+    if args.kind == "bpe":  # before the corpus is read
+        least = 256 + (bos is not None)
+        for option, value, lo, hi in (("--vocab-size", args.vocab_size, least, MAX_BPE_VOCAB),
+                                      ("--min-frequency", args.min_frequency, 0,
+                                       MAX_MIN_FREQUENCY)):
+            if not lo <= value <= hi:
+                shown = str(value) if len(str(value)) <= 30 else f"a {len(str(value))}-digit number"
+                raise ConfigError(f"{option} must be from {lo:,} to {hi:,}, got {shown}"
+                                  + (" (256 bytes and the BOS)" if option == "--vocab-size"
+                                     else ""))
     if args.kind == "char":
         chars: set[str] = set()
         for text in _corpus(args.corpus, args.column):
@@ -64,7 +76,7 @@ def cmd_data_prepare(args: argparse.Namespace) -> int:
     from pytyr.data.prepare import prepare_parquet
     from pytyr.data.tokenizer import load_tokenizer
 
-    tok = load_tokenizer(args.tokenizer, bos=args.bos)
+    tok = load_tokenizer(args.tokenizer, bos=None if args.no_bos else args.bos)
     meta = prepare_parquet(args.data, tok, args.out, column=args.column,
                            shard_tokens=args.shard_tokens, val_tokens=args.val_tokens,
                            val_fraction=args.val,
@@ -136,7 +148,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     d.add_argument("--tokenizer", required=True, help="tokenizer.json (BPE or char)")
     d.add_argument("--out", required=True, help="output directory for shards and meta.json")
     d.add_argument("--column", default="text")
-    d.add_argument("--bos", default=BOS, help="the tokenizer's BOS token (default %(default)s)")
+    d.add_argument("--bos", default=BOS, help="the tokenizer's BOS token, put before each "
+                   "document (default %(default)s)")
+    d.add_argument("--no-bos", action="store_true", help="no BOS between documents (rows then "
+                   "cannot be BOS-aligned: task.bos_aligned=false)")
     d.add_argument("--shard-tokens", type=int, default=100_000_000)
     val = d.add_mutually_exclusive_group()
     val.add_argument("--val", type=float, default=None, metavar="FRACTION",

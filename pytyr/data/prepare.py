@@ -7,13 +7,17 @@ smaller part, before any shard is written), and the tokens are cut into shards o
 `shard_tokens` tokens: the first tokens of the split go to `{name}_val_000000.bin`, ... and
 the rest to `{name}_train_000000.bin`, ... (the FineWeb layout of modded-nanogpt; documents
 run on across shard boundaries). Every shard is written atomically; `meta.json` is written
-last and lists them, so a directory with a `meta.json` is complete. With `world > 1`, rank r
-prepares its strided row groups into `{name}_r{r}_...`.
+last and lists them with their SHA-256, and the SHA-256 of the tokenizer copy, and carries its
+own checksum, so a directory with a `meta.json` is complete and a replaced or edited file in
+it is found (`shard_lm`). `name` is a plain file-name prefix and `out_dir` a directory (or
+nothing yet), both checked before any work. With `world > 1`, rank r prepares its strided row
+groups into `{name}_r{r}_...`.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +25,15 @@ import numpy as np
 
 from pytyr.atomic import atomic_write_text
 from pytyr.data.parquet import ParquetTextStream
-from pytyr.data.shards import FORMATS, MAX_VOCAB, TOKEN_DTYPE, file_sha256, write_shard
+from pytyr.data.shards import FORMATS, MAX_VOCAB, TOKEN_DTYPE, write_shard
 from pytyr.data.split import ValSplit
 from pytyr.data.tokenizer import Tokenizer, encode_documents
+from pytyr.digest import file_sha256, stamped
 from pytyr.errors import ConfigError, DataError
+from pytyr.paths import output_dir
+
+# A shard prefix names files inside --out, nothing else: no separators, no leading dot.
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}")
 
 _CHUNK = 1 << 24  # tokens copied from the scratch file at a time
 
@@ -96,18 +105,25 @@ def prepare_parquet(paths: Any, tokenizer: Tokenizer, out_dir: str | os.PathLike
     `val_fraction` of them (neither: `DEFAULT_VAL_FRACTION`). `progress=None` shows a bar on
     a terminal only."""
     if fmt not in FORMATS:
-        raise ConfigError(f"data prepare: unknown shard format {fmt!r} (known: "
+        raise ConfigError(f"--format: unknown shard format {fmt!r} (known: "
                           f"{', '.join(FORMATS)})")
     if not (isinstance(shard_tokens, int) and shard_tokens >= 1):
-        raise ConfigError(f"data prepare: shard_tokens must be a positive integer, "
-                          f"got {shard_tokens!r}")
+        raise ConfigError(f"--shard-tokens must be a positive integer, got {shard_tokens!r}")
     split = ValSplit(val_fraction, val_tokens)
+    if not (isinstance(name, str) and PLAIN_NAME.fullmatch(name)):
+        raise ConfigError(f"--name {name!r} must be a plain file-name prefix (letters, digits, "
+                          f"'_', '-', '.'; not starting with '.'), so that every shard stays "
+                          f"inside --out")
+    out = output_dir(out_dir, "shard directory (--out)")
     if tokenizer.vocab_size > MAX_VOCAB:
         raise DataError(f"{tokenizer.source}: vocab_size {tokenizer.vocab_size} does not fit "
                         f"the uint16 ids of token shards (at most {MAX_VOCAB})")
     stream = ParquetTextStream(paths, column, rank=rank, world=world)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f"{out}: cannot make the shard directory (--out): "
+                          f"{err.strerror or err}") from None
     prefix = name if world == 1 else f"{name}_r{rank}"
     scratch = out / f".{prefix}.tokens.tmp"  # every token, until the split is known
     try:
@@ -125,12 +141,14 @@ def prepare_parquet(paths: Any, tokenizer: Tokenizer, out_dir: str | os.PathLike
         del tokens
     finally:
         scratch.unlink(missing_ok=True)
+    source = tokenizer_path or tokenizer.source
     tokenizer.save(out / "tokenizer.json")  # the data set is self-contained: sampling decodes
     meta = {"format": fmt, "tokens": total, "val_tokens": n_val, "train_tokens": total - n_val,
             "documents": docs, "null_rows": stream.null_rows,
             "vocab_size": tokenizer.vocab_size, "bos_id": tokenizer.bos_id,
-            "tokenizer": tokenizer_path or tokenizer.source, "column": column,
-            "rank": rank, "world": world,
+            "tokenizer": source, "tokenizer_sha256": file_sha256(out / "tokenizer.json"),
+            "column": column, "rank": rank, "world": world,
             "sources": [str(f) for f in stream.files], **writer.written}
+    meta = stamped(meta)
     atomic_write_text(out / "meta.json", json.dumps(meta, indent=1))
     return meta

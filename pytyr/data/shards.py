@@ -11,7 +11,6 @@ file against itself: a shard is never silently truncated, padded or tiled. Every
 """
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Literal
@@ -19,6 +18,7 @@ from typing import Literal
 import numpy as np
 
 from pytyr.atomic import atomic_write_bytes
+from pytyr.digest import file_sha256
 from pytyr.errors import DataError
 
 Format = Literal["nanogpt", "fineweb"]
@@ -87,15 +87,6 @@ def detect_format(path: str | os.PathLike[str]) -> Format:
     raise DataError(f"{path}: no fineweb header (magic {MAGIC}); if it is a headerless "
                     f"nanoGPT shard of raw uint16 tokens, give its format explicitly "
                     f"(format nanogpt)")
-
-
-def file_sha256(path: str | os.PathLike[str]) -> str:
-    """The SHA-256 of a file's bytes, read in blocks (shards can be gigabytes)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def verify_sha256(path: str | os.PathLike[str], expected: str, written_by: str) -> None:

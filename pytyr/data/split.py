@@ -29,16 +29,15 @@ class ValSplit:
     def __post_init__(self) -> None:
         f, n = self.fraction, self.count
         if f is not None and n is not None:
-            raise ConfigError("data prepare: give the validation split as a fraction (--val) "
+            raise ConfigError("give the validation split as a fraction (--val) "
                               "or as a number of tokens (--val-tokens), not both")
         if f is not None and not (isinstance(f, (int, float)) and not isinstance(f, bool)
                                   and 0 <= f <= MAX_VAL_SHARE):
-            raise ConfigError(f"data prepare: --val {f!r} must be a fraction of the tokens from "
+            raise ConfigError(f"--val {f!r} must be a fraction of the tokens from "
                               f"0 to {MAX_VAL_SHARE} (e.g. 0.1); at most half the corpus can "
                               f"be held out for validation")
         if n is not None and not (isinstance(n, int) and not isinstance(n, bool) and n >= 0):
-            raise ConfigError(f"data prepare: --val-tokens {n!r} must be a non-negative "
-                              f"integer")
+            raise ConfigError(f"--val-tokens {n!r} must be a non-negative integer")
 
     def show(self) -> str:
         if self.count is not None:
@@ -56,9 +55,9 @@ class ValSplit:
         if 2 * n <= total:
             return n
         if total < 2:
-            raise ConfigError(f"data prepare: the corpus holds {total} token{'s' * (total != 1)}"
+            raise ConfigError(f"the corpus holds {total} token{'s' * (total != 1)}"
                               f", too few to split into training and validation ({self.show()})")
-        raise ConfigError(f"data prepare: {self.show()} would hold out {n:,} of the corpus's "
+        raise ConfigError(f"{self.show()} would hold out {n:,} of the corpus's "
                           f"{total:,} tokens ({n / total:.0%}) for validation and leave "
                           f"{max(0, total - n):,} for training; at most half can be held out: "
                           f"give --val-tokens {total // 2} or fewer, or a fraction such as "

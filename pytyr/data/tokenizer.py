@@ -31,6 +31,22 @@ from pytyr.paths import read_text
 
 BOS = "<|bos|>"
 CHAR_TYPE = "tyr.char"
+MAX_BPE_VOCAB = 1 << 22  # far beyond any tokenizer in use; ids stay well inside 32 bits
+MAX_MIN_FREQUENCY = (1 << 63) - 1
+
+
+def _not_unicode(texts: Sequence[str], source: str) -> DataError | None:
+    """A DataError naming the first text that holds a lone surrogate (undecodable input as
+    Python carries it), which `tokenizers` cannot take; None when every text is fine."""
+    for i, text in enumerate(texts):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as err:
+            which = f"text {i}" if len(texts) > 1 else "the text"
+            return DataError(f"{source}: {which} is not valid Unicode (a lone surrogate "
+                             f"{text[err.start]!r} at character {err.start}: bytes that were "
+                             f"not UTF-8?)")
+    return None
 
 
 def _check_ids(ids: Any, vocab_size: int, where: str) -> list[int]:
@@ -53,12 +69,24 @@ class BPETokenizer:
         self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
 
     def encode(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text, add_special_tokens=False).ids
+        try:
+            return self.tokenizer.encode(text, add_special_tokens=False).ids
+        except TypeError:
+            error = _not_unicode([text], self.source)
+            if error is None:
+                raise
+            raise error from None
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         # the fast variant skips the offsets, which ids do not need
-        return [e.ids for e in self.tokenizer.encode_batch_fast(list(texts),
-                                                                add_special_tokens=False)]
+        try:
+            return [e.ids for e in self.tokenizer.encode_batch_fast(list(texts),
+                                                                    add_special_tokens=False)]
+        except TypeError:
+            error = _not_unicode(list(texts), self.source)
+            if error is None:
+                raise
+            raise error from None
 
     def decode(self, ids: Any, skip_special: bool = False) -> str:
         return self.tokenizer.decode(_check_ids(ids, self.vocab_size, self.source),
@@ -71,6 +99,11 @@ class BPETokenizer:
         return path
 
 
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 30 else f"{text[:12]}...{text[-6:]} ({len(text)} digits)"
+
+
 def train_bpe(texts: Iterable[str], vocab_size: int, *, special_tokens: Sequence[str] = (BOS,),
               min_frequency: int = 2) -> BPETokenizer:
     """Train a byte-level BPE on `texts` (any iterable of strings, streamed).
@@ -80,10 +113,13 @@ def train_bpe(texts: Iterable[str], vocab_size: int, *, special_tokens: Sequence
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     specials = list(special_tokens)
-    if not (isinstance(vocab_size, int) and vocab_size >= 256 + len(specials)):
-        raise DataError(f"train_bpe: vocab_size must be an integer of at least "
-                        f"{256 + len(specials)} (256 bytes + {len(specials)} special tokens), "
-                        f"got {vocab_size!r}")
+    if not (isinstance(vocab_size, int) and 256 + len(specials) <= vocab_size <= MAX_BPE_VOCAB):
+        raise DataError(f"train_bpe: vocab_size must be an integer from {256 + len(specials)} "
+                        f"(256 bytes + {len(specials)} special tokens) to {MAX_BPE_VOCAB:,}, "
+                        f"got {_short(vocab_size)}")
+    if not (isinstance(min_frequency, int) and 0 <= min_frequency <= MAX_MIN_FREQUENCY):
+        raise DataError(f"train_bpe: min_frequency must be an integer from 0 to 2^63 - 1, got "
+                        f"{_short(min_frequency)}")
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -164,7 +200,8 @@ Tokenizer = BPETokenizer | CharTokenizer
 
 def load_tokenizer(path: str | os.PathLike[str], bos: str | None = BOS) -> Tokenizer:
     """A tokenizer saved by `save`: a character tokenizer's JSON or a `tokenizer.json`.
-    `bos` names the BPE's BOS token (None when that file declares none)."""
+    `bos` names the BPE's BOS token, which must be one of its special tokens (None: the
+    documents get no BOS)."""
     path = Path(path)
     text = read_text(path, "tokenizer")  # the kind of path first: a FIFO must not block
     try:
@@ -184,7 +221,13 @@ def load_tokenizer(path: str | os.PathLike[str], bos: str | None = BOS) -> Token
         tok = HFTokenizer.from_str(text)
     except Exception as err:  # the library raises plain Exception with its parser's message
         raise DataError(f"{path}: not a tokenizers `tokenizer.json` ({err})") from None
-    return BPETokenizer(tok, bos, source=str(path))
+    out = BPETokenizer(tok, bos, source=str(path))
+    if bos is not None and out.bos_id is None:  # documents would run on with no separator
+        known = ", ".join(out.special_tokens) or "none"
+        raise DataError(f"{path}: the tokenizer has no special token {bos!r} to mark each "
+                        f"document's start (its special tokens: {known}); name its BOS with "
+                        f"--bos, or say --no-bos")
+    return out
 
 
 def token_byte_lengths(tokenizer: Tokenizer) -> np.ndarray:

@@ -3,7 +3,9 @@
     export_run("hf", Path("runs/gpt"), Path("out/gpt2"))
 
 `hf` writes a Hugging Face directory (model, tokenizer, generation config; `hf.py`) of the
-architecture the run's weights have; `hf-gpt2` and `hf-nanochat` name it.
+architecture the run's weights have; `hf-gpt2` and `hf-nanochat` name it. The destination is
+refused, before anything is read, when it is or lies inside a checkpoint (this run's `ckpt/`,
+`best/` or any other; links followed): an export there would replace the checkpoint's files.
 """
 from __future__ import annotations
 
@@ -15,6 +17,12 @@ FORMATS = ("hf", "hf-gpt2", "hf-nanochat")
 
 
 def export_run(fmt: str, run_dir: Path, out: Path, checkpoint: str = "best") -> Path:
+    from pytyr.train.checkpoint import checkpoint_around
+
+    inside = checkpoint_around(out)
+    if inside is not None:
+        raise ConfigError(f"{out}: the export would write into the checkpoint {inside}; give a "
+                          f"directory outside every checkpoint (e.g. {run_dir}-{fmt})")
     if fmt in FORMATS:
         from pytyr.export.hf import export_hf
 

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from pytyr.config import merge
-from pytyr.errors import ConfigError, TyrError
+from pytyr.errors import ConfigError, DataError, TyrError
 from pytyr.train.kvcache import CachedDecoder
 from pytyr.train.run import (checkpoint_dir, instantiator, make_factory, read_run,
                              run_weights)
@@ -184,14 +184,42 @@ def open_chat(source: Any, run_dir: Path, overrides: dict[str, Any],
     return ChatSession(task, factory, options, stop)
 
 
-def converse(session: ChatSession, lines: Iterable[str], write: Any, warn: Any,
+def line_text(line: str | bytes) -> str:
+    """A line of input as text; a DataError naming the first byte that is not UTF-8 (a str
+    may carry such bytes as lone surrogates, as Python reads undecodable input)."""
+    if isinstance(line, str):
+        try:
+            line.encode("utf-8")
+            return line
+        except UnicodeEncodeError as err:
+            try:
+                data = line.encode("utf-8", "surrogateescape")
+            except UnicodeEncodeError:
+                raise DataError(f"not valid Unicode text (a lone surrogate at character "
+                                f"{err.start})") from None
+    else:
+        data = line
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DataError(f"not UTF-8 text (byte 0x{data[err.start]:02x} at offset "
+                        f"{err.start})") from None
+
+
+def converse(session: ChatSession, lines: Iterable[str | bytes], write: Any, warn: Any,
              prompt: str = "") -> int:
-    """Reply to each line of `lines` through `write(text)`; a line the task cannot encode is
-    named through `warn(message)` and skipped. Returns the number of turns."""
+    """Reply to each line of `lines` (text, or bytes decoded as UTF-8) through
+    `write(text)`; a line that is not UTF-8 or that the task cannot encode is named through
+    `warn(message)` and skipped. Returns the number of turns."""
     turns = 0
     write(prompt)
     for n, line in enumerate(lines, 1):
-        text = line.rstrip("\n")
+        try:
+            text = line_text(line).rstrip("\r\n")
+        except TyrError as err:
+            warn(f"line {n} skipped: {err}")
+            write(prompt)
+            continue
         if text.strip():
             try:
                 ids = session.tokens(text + "\n")

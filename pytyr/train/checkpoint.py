@@ -4,17 +4,24 @@ A checkpoint is a directory:
   model.safetensors      the module's state_dict, keyed by parameter path (`blocks.0.attn.c_attn`)
   optimizer.safetensors  every optimizer's tensor state, keyed `<optimizer>.<param>.<name>`
   state.json             step, config, RNG states (torch, numpy, python), the optimizers'
-                         groups and non-tensor state, `extra` (loss history, ...), and the
-                         byte size of each file above
+                         groups and non-tensor state, `extra` (loss history, ...), the byte
+                         size and SHA-256 of each file above, and its own checksum
 
 Both tensor files are written and read by the project's own safetensors writer and validating
-reader: no pickle, and a damaged file is named with the rule it breaks. Loading lists every
-mismatch between the file and the module at once (`pytyr.safetensors.load_model`).
+reader: no pickle, and a damaged file is named with the rule it breaks. Every load verifies
+state.json against its checksum and each file it reads against its SHA-256 first
+(`read_state`), so a checkpoint with one byte changed anywhere is refused with the file
+named, never used. Loading lists every mismatch between the file and the module at once
+(`pytyr.safetensors.load_model`). A checkpoint of format 2 (before checksums) is still read,
+with a note that it cannot be verified; the next save writes format 3.
 
 Atomicity, with `D` the checkpoint directory: everything is written into `D.tmp/` and
 fsynced; then `D` (if any) is renamed to `D.old`, `D.tmp` to `D`, and `D.old` removed. Each
 rename is atomic, so at every instant `D` or `D.old` is a complete checkpoint; `resolve`
 falls back to `D.old` when `D` is missing, and the next save first puts `D.old` back.
+state.json is written last into `D.tmp`, so a checkpoint interrupted while being written is
+never published. A write that fails (a full disk) is one CheckpointError naming the file;
+the last complete checkpoint stays.
 """
 from __future__ import annotations
 
@@ -23,6 +30,8 @@ import json
 import os
 import random
 import shutil
+import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -30,15 +39,18 @@ import numpy as np
 import torch
 from torch import nn
 
-from pytyr.errors import CheckpointError, SafeTensorsError
+from pytyr.digest import file_sha256, stamp_problem, stamped
+from pytyr.errors import CheckpointError, ConfigError, SafeTensorsError
 from pytyr.safetensors import SafeTensorsFile, load_model, write_file
 
-FORMAT = 2
+FORMAT = 3
+UNVERIFIED_FORMAT = 2  # sizes only, no checksums: read with a note
 MODEL_FILE, OPTIM_FILE, STATE_FILE = "model.safetensors", "optimizer.safetensors", "state.json"
 _rename = os.replace  # the two renames that publish a checkpoint (tests interrupt them)
+_noted: set[str] = set()  # unverifiable checkpoints already noted in this process
 
 __all__ = ["CheckpointError", "capture_rng", "restore_rng", "save_checkpoint", "resolve",
-           "read_state", "load_checkpoint"]
+           "read_state", "load_checkpoint", "read_weights", "checkpoint_around"]
 
 
 def _fsync(path: Path) -> None:
@@ -147,29 +159,50 @@ def save_checkpoint(directory: str | os.PathLike[str], *, module: nn.Module,
         json.dumps(state, allow_nan=False)  # fail before writing megabytes of tensors
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{final}: config/extra are not JSON-serialisable: {e}") from None
-    final.parent.mkdir(parents=True, exist_ok=True)
-    if old.exists() and not final.exists():
-        _rename(old, final)  # a crash between the two renames of an earlier save
-    shutil.rmtree(old, ignore_errors=True)
-    shutil.rmtree(tmp, ignore_errors=True)  # a crash mid-write of an earlier save
-    tmp.mkdir()
-    write_file(_module_tensors(module), tmp / MODEL_FILE,
-               {"format": "pt", "step": str(state["step"])})
-    files = [MODEL_FILE]
-    if opts:
-        write_file(opt_tensors, tmp / OPTIM_FILE, {"optimizers": str(len(opts))})
-        files.append(OPTIM_FILE)
-    state["files"] = {name: (tmp / name).stat().st_size for name in files}
-    (tmp / STATE_FILE).write_text(json.dumps(state, indent=1, allow_nan=False), encoding="utf-8")
-    _fsync(tmp / STATE_FILE)
-    _fsync(tmp)
-    if final.exists():
-        _rename(final, old)
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        if old.exists() and not final.exists():
+            _rename(old, final)  # a crash between the two renames of an earlier save
+        shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)  # a crash mid-write of an earlier save
+        tmp.mkdir()
+        files = {MODEL_FILE: _module_tensors(module)}
+        if opts:
+            files[OPTIM_FILE] = opt_tensors
+        meta = {MODEL_FILE: {"format": "pt", "step": str(state["step"])},
+                OPTIM_FILE: {"optimizers": str(len(opts))}}
+        state["files"] = {}
+        for name, tensors in files.items():
+            write_file(tensors, tmp / name, meta[name])
+            state["files"][name] = {"bytes": (tmp / name).stat().st_size,
+                                    "sha256": file_sha256(tmp / name)}
+        _write_state(tmp / STATE_FILE, json.dumps(stamped(state), indent=1, allow_nan=False))
+        _fsync(tmp)
+        if final.exists():
+            _rename(final, old)
+            _fsync(final.parent)
+        _rename(tmp, final)
         _fsync(final.parent)
-    _rename(tmp, final)
-    _fsync(final.parent)
+    except (OSError, ConfigError) as err:  # a full disk, permissions: the last one stays
+        shutil.rmtree(tmp, ignore_errors=True)
+        what = str(err)
+        if isinstance(err, OSError):
+            what = f"{err.filename}: {err.strerror or err}" if err.filename else str(err.strerror)
+        raise CheckpointError(f"{final}: cannot save the checkpoint: {what}; the last complete "
+                              f"checkpoint is kept") from None
     shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def _write_state(path: Path, text: str) -> None:
+    """Write and fsync state.json (the last file of a checkpoint); errors name it."""
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as err:
+        raise OSError(err.errno, err.strerror, str(path)) from None
 
 
 def resolve(directory: str | os.PathLike[str]) -> Path:
@@ -181,8 +214,11 @@ def resolve(directory: str | os.PathLike[str]) -> Path:
     return final
 
 
-def read_state(directory: str | os.PathLike[str]) -> dict[str, Any]:
-    """state.json of the checkpoint at `directory`, with its files checked to be complete."""
+def read_state(directory: str | os.PathLike[str], *,
+               files: Iterable[str] | None = None) -> dict[str, Any]:
+    """state.json of the checkpoint at `directory`, verified: its own checksum, its keys, and
+    every file it lists (or only `files`) present with its recorded size and SHA-256. Any
+    problem is a CheckpointError naming the file."""
     where = resolve(directory)
     if not where.is_dir():
         raise CheckpointError(f"{directory}: no checkpoint (directory not found)")
@@ -190,24 +226,106 @@ def read_state(directory: str | os.PathLike[str]) -> dict[str, Any]:
     if not state_path.is_file():
         raise CheckpointError(f"{where}: not a checkpoint: {STATE_FILE} is missing")
     try:
-        state = json.loads(state_path.read_text(encoding="utf-8"))
+        state = json.loads(state_path.read_bytes().decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise CheckpointError(f"{state_path}: unreadable: {e}") from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
-        got = state.get("format") if isinstance(state, dict) else None
-        raise CheckpointError(f"{state_path}: unsupported checkpoint format {got!r} "
+    except OSError as e:
+        raise CheckpointError(f"{state_path}: cannot read: {e.strerror}") from None
+    fmt = state.get("format") if isinstance(state, dict) else None
+    if fmt == FORMAT:
+        problem = stamp_problem(state)
+        if problem:
+            raise CheckpointError(f"{state_path}: damaged: {problem}; the checkpoint cannot be "
+                                  f"used")
+        del state["checksum"]
+    elif fmt == UNVERIFIED_FORMAT and "checksum" not in state and isinstance(
+            state.get("files"), dict) and all(type(v) is int for v in state["files"].values()):
+        if str(state_path) not in _noted:
+            _noted.add(str(state_path))
+            print(f"note: {where}: written before checkpoints carried checksums (format 2); "
+                  f"its files cannot be verified (the next save adds them)", file=sys.stderr)
+        state["files"] = {k: {"bytes": v} for k, v in state["files"].items()}
+    else:
+        raise CheckpointError(f"{state_path}: unsupported checkpoint format {fmt!r} "
                               f"(expected {FORMAT})")
+    _check_keys(state, state_path)
+    listed = state["files"]
+    wanted = listed if files is None else [n for n in files if n in listed]
     problems = []
-    for name, size in state.get("files", {}).items():
-        path = where / name
-        if not path.is_file():
-            problems.append(f"{name} is missing")
-        elif path.stat().st_size != size:
-            problems.append(f"{name} has {path.stat().st_size} bytes, state.json says {size}")
+    for name in wanted:
+        problem = _file_problem(where / name, listed[name])
+        if problem:
+            problems.append(f"{name} {problem}")
     if problems:
-        raise CheckpointError(f"{where}: incomplete checkpoint: " + "; ".join(problems))
+        raise CheckpointError(f"{where}: damaged checkpoint: " + "; ".join(problems))
     state["path"] = str(where)
     return state
+
+
+_KEYS = {"step": int, "config": dict, "rng": dict, "optimizers": list, "extra": dict,
+         "files": dict}
+
+
+def _check_keys(state: dict[str, Any], state_path: Path) -> None:
+    for key, kind in _KEYS.items():
+        if key not in state:
+            raise CheckpointError(f"{state_path}: not a checkpoint's state: '{key}' is missing")
+        if type(state[key]) is not kind:
+            raise CheckpointError(f"{state_path}: not a checkpoint's state: '{key}' must be "
+                                  f"{'an integer' if kind is int else f'a JSON {kind.__name__}'}")
+    if MODEL_FILE not in state["files"]:
+        raise CheckpointError(f"{state_path}: not a checkpoint's state: it lists no "
+                              f"{MODEL_FILE}")
+    rng = state["rng"]
+    if not all(isinstance(rng.get(k), t) for k, t in (("torch", str), ("numpy", dict),
+                                                        ("python", dict))):
+        raise CheckpointError(f"{state_path}: not a checkpoint's state: 'rng' lacks the torch, "
+                              f"numpy or python state")
+    for entry in state["files"].values():
+        if not isinstance(entry, dict) or type(entry.get("bytes")) is not int:
+            raise CheckpointError(f"{state_path}: not a checkpoint's state: 'files' entries "
+                                  f"must give each file's bytes")
+
+
+def _file_problem(path: Path, entry: dict[str, Any]) -> str | None:
+    """Why the file at `path` is not the one state.json lists (None when it is)."""
+    if not path.is_file():
+        return "is missing"
+    size = path.stat().st_size
+    if size != entry["bytes"]:
+        return f"has {size} bytes, state.json says {entry['bytes']}"
+    want = entry.get("sha256")
+    if want is None:  # format 2
+        return None
+    got = file_sha256(path)
+    if got != want:
+        return (f"is damaged: its SHA-256 is {got[:16]}…, state.json recorded "
+                f"{str(want)[:16]}… (changed since it was written)")
+    return None
+
+
+def read_weights(directory: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
+    """The module tensors of the checkpoint at `directory` (name → tensor), verified first."""
+    state = read_state(directory, files=[MODEL_FILE])
+    try:
+        with SafeTensorsFile(Path(state["path"]) / MODEL_FILE) as f:
+            return {name: f.tensor(name).clone() for name in f.names()}
+    except SafeTensorsError as e:
+        raise CheckpointError(str(e)) from None
+
+
+def checkpoint_around(path: str | os.PathLike[str]) -> Path | None:
+    """The checkpoint directory `path` is or lies inside (following links), if any: a
+    directory holding a checkpoint's state.json, or the `D.tmp`/`D.old` of a save."""
+    here = Path(os.path.realpath(path))
+    for p in (here, *here.parents):
+        if (p / STATE_FILE).is_file():
+            return p
+        for suffix in (".tmp", ".old"):
+            if p.name.endswith(suffix) and (p.with_name(p.name[:-len(suffix)]) / STATE_FILE
+                                            ).is_file():
+                return p
+    return None
 
 
 def _load_optimizers(where: Path, state: dict[str, Any],
@@ -237,14 +355,16 @@ def _load_optimizers(where: Path, state: dict[str, Any],
 
 def load_checkpoint(directory: str | os.PathLike[str], module: nn.Module,
                     optimizers: list[torch.optim.Optimizer] | torch.optim.Optimizer | None = None,
-                    *, restore_rng_state: bool = True) -> dict[str, Any]:
+                    *, restore_rng_state: bool = True,
+                    state: dict[str, Any] | None = None) -> dict[str, Any]:
     """Load the checkpoint at `directory` into `module` (and the optimizers); return its state
     (step, config, extra, rng, path). Restores the global RNG states unless told not to.
+    `state` is what `read_state(directory)` returned just before, to verify the files once.
 
     Every mismatch between the file and the module (missing and unexpected keys, shapes,
     dtypes) is listed in one CheckpointError; nothing is loaded in that case.
     """
-    state = read_state(directory)
+    state = state if state is not None else read_state(directory)
     where = Path(state["path"])
     try:
         load_model(module, where / MODEL_FILE)

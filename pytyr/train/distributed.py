@@ -25,8 +25,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from pytyr.errors import ConfigError
-from pytyr.process import watch_launcher
+from pytyr.errors import ConfigError, TyrError
+from pytyr.process import end_if_peer_died, forget_peers, note_peers, watch_launcher
 
 BACKEND_VAR = "TYR_DIST_BACKEND"  # forces a backend, e.g. gloo on a machine with GPUs
 
@@ -116,6 +116,9 @@ def init(backend: str | None = None, env: DistEnv | None = None) -> DistEnv:
     if backend == "nccl":
         torch.cuda.set_device(env.local_rank)  # before the group: NCCL binds to this device
     torch.distributed.init_process_group(backend, rank=env.rank, world_size=env.world)
+    import socket
+
+    note_peers(gather((socket.gethostname(), os.getpid())) or [], env.rank)
     return env
 
 
@@ -259,6 +262,12 @@ def barrier() -> None:
         torch.distributed.barrier()
 
 
+def parting() -> None:
+    """Say that this rank's last collective is done: the others may end from here on (rank 0
+    still samples after the rest have gone), and that is no peer's death."""
+    forget_peers()
+
+
 @contextlib.contextmanager
 def main_first() -> Iterator[None]:
     """Run the body on rank 0 first, then on the others (e.g. building a shared cache once).
@@ -283,7 +292,8 @@ def cleanup() -> None:
 def session(backend: str | None = None) -> Iterator[DistEnv]:
     """Join the group torchrun describes for the body, and leave it after (also on errors);
     a group the caller had already joined is used and left alone. Alone: does nothing.
-    Under a launcher, the process ends when the launcher dies (`pytyr.process`)."""
+    Under a launcher, the process ends when the launcher dies, and with one line naming the
+    rank when a peer dies (`pytyr.process`)."""
     env = DistEnv.from_env()
     joined = env.distributed and not is_initialized()
     if env.distributed:
@@ -291,6 +301,12 @@ def session(backend: str | None = None) -> Iterator[DistEnv]:
     init(backend, env)
     try:
         yield env
+    except TyrError:
+        raise
+    except Exception:  # a collective failed: when a peer died, say which, in one line
+        if env.distributed:
+            end_if_peer_died()
+        raise
     finally:
         if joined:
             cleanup()

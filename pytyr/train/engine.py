@@ -94,6 +94,9 @@ class Engine:
         self.scaler = torch.amp.GradScaler(self.device.type,
                                            enabled=cfg.precision == "float16")
         self.history: History = {"steps": [], "evals": []}
+        # Settings beside `cfg` that decide the trajectory too (`tyr train`: the model's
+        # values and the task's options), kept in the checkpoint and checked on resume.
+        self.fixed: dict[str, Any] = {}
         self.threads: ThreadChoice | None = None
         self._recorded_threads: int | None = None
 
@@ -146,6 +149,9 @@ class Engine:
         saved, now = state["config"], trajectory(self.cfg)
         diff = [f"{k}: checkpoint {saved.get(k)!r}, now {now[k]!r}"
                 for k in now if _jsonable(saved.get(k)) != _jsonable(now[k])]
+        diff += [f"{k}: checkpoint {a!r}, now {b!r}" for k, a, b in _changes(
+            {k: saved[k] for k in self.fixed if k in saved},  # older checkpoints lack them
+            {k: v for k, v in _jsonable(self.fixed).items() if k in saved})]
         if diff:
             raise ConfigError(f"{self.ckpt}: cannot resume with a different configuration ("
                               + "; ".join(diff) + "); use a new out directory to start over")
@@ -154,16 +160,20 @@ class Engine:
         if not (resolve(self.ckpt) / "state.json").is_file():
             raise ConfigError(f"{self.ckpt}: no checkpoint to resume from; run without "
                               "--resume to start a new run")
-        self._check_resume(read_state(self.ckpt))  # before touching the module
+        state = read_state(self.ckpt)  # every file verified once, here
+        self._check_resume(state)  # before touching the module
+        if not isinstance(state["extra"].get("history"), dict):
+            raise ConfigError(f"{state['path']}: no training history in the checkpoint; it was "
+                              f"not written by `tyr train`")
         if self.sharded:  # full tensors from the file copied into this rank's shards
             from torch.distributed.tensor.experimental import implicit_replication
 
             with implicit_replication():
-                state = load_checkpoint(self.ckpt, self.module, self.optimizers)
+                state = load_checkpoint(self.ckpt, self.module, self.optimizers, state=state)
             for opt in self.optimizers:
                 distributed.reshard_optimizer_state(opt)
         else:
-            state = load_checkpoint(self.ckpt, self.module, self.optimizers)
+            state = load_checkpoint(self.ckpt, self.module, self.optimizers, state=state)
         extra = state["extra"]
         if "rank_rng" in extra:
             restore_rng(extra["rank_rng"][self.rank])
@@ -190,7 +200,7 @@ class Engine:
         if self.scaler.is_enabled():
             extra["scaler"] = self.scaler.state_dict()
         save_checkpoint(self.ckpt, module=module, optimizers=optimizers, step=step,
-                        config=_jsonable(trajectory(self.cfg)), extra=extra)
+                        config=_jsonable({**trajectory(self.cfg), **self.fixed}), extra=extra)
 
     def _save_best(self, step: int, val: float) -> None:
         """The weights of the evaluation with the lowest validation loss so far, to `best/`
@@ -376,6 +386,14 @@ class Progress:
 def _clock(seconds: float) -> str:
     m, s = divmod(int(seconds + 0.5), 60)
     return f"{m // 60}h{m % 60:02d}m" if m >= 60 else f"{m}m{s:02d}s"
+
+
+def _changes(saved: Any, now: Any, key: str = "") -> list[tuple[str, Any, Any]]:
+    """(dotted key, saved, now) of every leaf that differs between two JSON tables."""
+    if isinstance(saved, dict) and isinstance(now, dict):
+        return [c for k in sorted(set(saved) | set(now), key=str)
+                for c in _changes(saved.get(k), now.get(k), f"{key}.{k}" if key else str(k))]
+    return [] if saved == now else [(key, saved, now)]
 
 
 def _jsonable(value: Any) -> Any:

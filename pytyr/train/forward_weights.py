@@ -21,9 +21,13 @@ def forward_with_weights(source: ModelSource, model: str, values: dict[str, Any]
     checkpoint = None
     if weights_path:
         from pytyr.safetensors import open_checkpoint
+        from pytyr.train.checkpoint import STATE_FILE, read_weights, resolve
 
-        checkpoint = open_checkpoint(weights_path)
-        weights = {n: checkpoint.tensor(n) for n in checkpoint.tensors}
+        if (resolve(weights_path) / STATE_FILE).is_file():  # tyr's checkpoint: verified first
+            weights = read_weights(weights_path)
+        else:
+            checkpoint = open_checkpoint(weights_path)
+            weights = {n: checkpoint.tensor(n) for n in checkpoint.tensors}
         weights_from = weights_path
     if weights is None and ignore:
         raise ConfigError("--ignore-key needs weights (--weights or --run)")

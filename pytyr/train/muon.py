@@ -138,7 +138,7 @@ class Muon(torch.optim.Optimizer):
         return loss
 
 
-def _matches(path: str, names: Sequence[str]) -> bool:
+def path_matches(path: str, names: Sequence[str]) -> bool:
     """True if one of the dot-separated segments of `path` is in `names`
     (`wte`, `transformer.wte.weight`; not `wte_gain`)."""
     return any(seg in names for seg in path.split("."))
@@ -173,9 +173,9 @@ def hybrid_param_groups(module: nn.Module, *, embedding_names: Sequence[str] = D
     for path, p in module.named_parameters():
         if not p.requires_grad:
             continue
-        if _matches(path, embeds):
+        if path_matches(path, embeds):
             routed["embeddings"].append((path, p))
-        elif _matches(path, heads):
+        elif path_matches(path, heads):
             routed["head"].append((path, p))
         elif p.ndim >= 2:
             routed["matrices"].append((path, p))

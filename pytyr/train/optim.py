@@ -12,8 +12,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from pytyr.errors import ConfigError
 from pytyr.train.adamw import FusedAdamW
-from pytyr.train.muon import make_optimizers as make_muon
+from pytyr.train.muon import make_optimizers as make_muon, path_matches
 from pytyr.train.settings import TrainConfig
 
 
@@ -36,6 +37,21 @@ def fused_available(device: torch.device) -> bool:
     return device.type in _get_fused_kernels_supported_devices()
 
 
+def check_names(cfg: TrainConfig, paths: list[str], where: str, model: str) -> None:
+    """Every name of Muon's routing lists must match a parameter path: one that matches
+    nothing would silently send that parameter (an embedding, a head) to the other
+    optimizer."""
+    if cfg.optimizer != "muon":
+        return
+    for key in ("embedding_names", "head_names"):
+        for name in getattr(cfg.muon, key):
+            if not any(path_matches(p, (name,)) for p in paths):
+                shown = ", ".join(paths[:8]) + (", ..." if len(paths) > 8 else "")
+                raise ConfigError(f"{where}: 'train.muon.{key}' names {name!r}, which matches no "
+                                  f"parameter of model '{model}' (its parameters: {shown}); "
+                                  f"give only names of its path segments, or []")
+
+
 def make_optimizers(module: nn.Module, cfg: TrainConfig,
                     device: torch.device) -> list[torch.optim.Optimizer]:
     betas = (cfg.beta1, cfg.beta2)
@@ -46,6 +62,8 @@ def make_optimizers(module: nn.Module, cfg: TrainConfig,
             param_groups(module, cfg.weight_decay), lr=cfg.lr, betas=betas, eps=cfg.eps)]
     else:
         m = cfg.muon
+        check_names(cfg, [n for n, p in module.named_parameters() if p.requires_grad],
+                    "the train config", type(module).__name__)
         opts = make_muon(module, embedding_names=m.embedding_names, head_names=m.head_names,
                          muon_lr=m.lr, momentum=m.momentum, nesterov=m.nesterov,
                          ns_steps=m.ns_steps, muon_weight_decay=m.weight_decay,

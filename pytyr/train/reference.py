@@ -27,7 +27,7 @@ the known ones. This page is generated from the dataclasses that do the checking
 | `task` | `name`, one of the tasks below, and its options |
 | `train` | optimizer, schedule, batch, evaluation, checkpoints, device (below) |
 | `sample` | the task's sampling options (after training, `tyr sample` and `tyr chat`) |
-| `out` | the run directory (default `runs/<model>`) |
+| `out` | the run directory (default `runs/<model>`); refused when empty, `/`, the home directory, the working directory or above it ([runs](own-data.md#where-the-runs-go)) |
 """
 
 

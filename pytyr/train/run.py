@@ -5,15 +5,17 @@ library (`pytyr.abi.LibraryModels`): both give `graph(model, values)`, `declarat
 (None for a library, whose types are only seen in its graphs) and `origin` (for run.json).
 
 `train` does, in this order, and stops at the first problem with one message:
-config → task and sampler tables → the model's dims filled from the task's roles → graph →
-graph against the task's feeds → data (rank 0 first) → outputs against the data's sizes →
-module → the engine's loop → sample. The run directory then holds `run.json` (what made the
-run: origin as an absolute path, so the run works from any directory; model, values, task,
-sample), `ckpt/` (the last step, to resume from), `best/` (the weights of the lowest
-validation loss), `metrics.json`, `loss.png` and, for tasks that sample, `sample.txt`;
-`tyr sample --run DIR` needs nothing else. Commands that use a run's
-weights take `best/` where it exists (`--checkpoint last` for the last step's), and
-`tyr sample` writes into `samples/NNN/`, never over the training's sample.
+config → task and sampler tables → the run directory (`rundir`: its own, not in use, and
+free for a fresh run or holding one to resume) → the model's dims filled from the task's
+roles → graph → graph against the task's feeds and the optimizer's name lists → data (rank
+0 first) → outputs against the data's sizes → module → the engine's loop → sample. The run
+directory then holds `run.json` (what made the run: origin as an absolute path, so the run
+works from any directory; model, values, task, sample; with its checksum), `ckpt/` (the last
+step, to resume from), `best/` (the weights of the lowest validation loss), `metrics.json`,
+`loss.png` and, for tasks that sample, `sample.txt`; `tyr sample --run DIR` needs nothing
+else, and verifies what it reads. Commands that use a run's weights take `best/` where it
+exists (`--checkpoint last` for the last step's), and `tyr sample` writes into
+`samples/NNN/`, never over the training's sample.
 """
 from __future__ import annotations
 
@@ -24,9 +26,10 @@ from typing import Any, Protocol
 
 from pytyr.atomic import atomic_write_text
 from pytyr.config import merge
+from pytyr.digest import stamp_problem, stamped
 from pytyr.errors import ConfigError
 from pytyr.ir.graph import Graph
-from pytyr.paths import input_dir, input_file, output_dir, output_file
+from pytyr.paths import input_dir, input_file, output_file
 from pytyr.pipeline import ModelDecl, module_from_graph
 from pytyr.train.match import check_graph, fill_config_fields, fill_dims
 from pytyr.train.settings import load_run_config
@@ -123,15 +126,17 @@ def instantiator(source: ModelSource, default_model: str, values: dict[str, Any]
 
 
 def train(source: ModelSource, model: str, raw: dict[str, Any], where: str, *,
-          resume: bool = False, progress: bool = True) -> int:
-    from pytyr.train import distributed
+          resume: bool = False, overwrite: bool = False, progress: bool = True) -> int:
+    from pytyr.train import distributed, rundir
+    from pytyr.train.optim import check_names
 
     cfg = load_run_config(raw, where)
     cls = task_class(cfg.task, where)
     options = task_options(cls, cfg.task, where)
     sampling = sample_options(cls, cfg.sample, where)
-    out = output_dir(cfg.out or f"runs/{model}", "run directory")
-    with distributed.session() as env:
+    out = rundir.check_out(cfg.out, model, where)
+    with distributed.session() as env, rundir.claim(out, resume=resume,
+                                                    overwrite=overwrite) as claimed:
         micro, accum = cfg.train.accumulation(env.world, where)
         task = cls(options, TaskContext(micro, cfg.train.seed, distributed.rank(), env.world,
                                         where))
@@ -144,6 +149,7 @@ def train(source: ModelSource, model: str, raw: dict[str, Any], where: str, *,
         if not waiting:
             graph = source.graph(model, fill_dims(decl, config, feeds, task.sizes(), task.name))
             check_graph(graph, place, feeds, expects, task.sizes(), task.name, cfg.model)
+            check_names(cfg.train, [p.path for p in graph.params], where, graph.model)
         with distributed.main_first():  # rank 0 builds caches; the others read them
             about = task.prepare()
         sizes = {**task.sizes(), **task.data_sizes()}
@@ -151,17 +157,23 @@ def train(source: ModelSource, model: str, raw: dict[str, Any], where: str, *,
         if waiting:
             graph = source.graph(model, fill_dims(decl, config, feeds, sizes, task.name))
         check_graph(graph, place, feeds, expects, sizes, task.name, cfg.model)
+        check_names(cfg.train, [p.path for p in graph.params], where, graph.model)
         task.check_sampling(instantiator(source, model, config), sampling)
-        return _train(source, graph, model, config, cfg, task, sampling, out, sizes, accum,
+        return _train(source, graph, model, config, cfg, task, sampling, claimed, sizes, accum,
                       about, resume, progress)
 
 
+# Task options that say only where something is kept, not what it is: free on resume.
+_PLACE_OPTIONS = ("cache_dir",)
+
+
 def _train(source: ModelSource, graph: Graph, model: str, config: dict[str, Any], cfg: Any,
-           task: Any, sampling: Any, out: Path, sizes: dict[str, int], accum: int, about: str,
-           resume: bool, progress: bool) -> int:
+           task: Any, sampling: Any, claimed: Any, sizes: dict[str, int], accum: int,
+           about: str, resume: bool, progress: bool) -> int:
     from pytyr.train import distributed
     from pytyr.train.engine import Engine, resolve_device
 
+    out = claimed.path
     device = resolve_device(cfg.train.device)
     module = module_from_graph(graph, seed=cfg.train.seed, kernels=cfg.train.kernels).to(device)
     main = distributed.is_main()
@@ -173,15 +185,19 @@ def _train(source: ModelSource, graph: Graph, model: str, config: dict[str, Any]
               + (f"; {world} processes, batch {sizes['batch']} each" if world > 1 else "")
               + (f"; {accum} micro-batches per step" if accum > 1 else "")
               + (f"; on {device}" if device.type != "cpu" else ""))
-        atomic_write_text(out / "run.json", json.dumps(
+        claimed.start()  # with --overwrite, the old run goes now that every check passed
+        atomic_write_text(out / "run.json", json.dumps(stamped(
             {"origin": {k: str(Path(v).resolve()) for k, v in source.origin.items()},
              "model": model, "values": config,
              "task": task_record(task, cfg.task), "sample": cfg.sample,
-             "train": dataclasses.asdict(cfg.train)}, indent=1))
+             "train": dataclasses.asdict(cfg.train)}), indent=1))
     engine = Engine(module, task, cfg.train, [i.name for i in graph.inputs], out, accum=accum,
                     row_tokens=sizes.get("seq", 1), title=f"{graph.model} on {task.name}")
+    engine.fixed = {"model": config, "task": {k: v for k, v in task.describe_for_run().items()
+                                              if k not in _PLACE_OPTIONS}}
     history = engine.run(resume=resume, progress=progress)
     weights = engine.weights()  # on every rank: a sharded model gathers its tensors
+    distributed.parting()  # the last collective: a rank that ends from here on is no news
     if not main:
         return 0
     last = history["evals"][-1]
@@ -212,16 +228,40 @@ def _keep_sample(made: SampleOutput | None, out: Path) -> str | None:
     return made.text
 
 
+_noted: set[str] = set()  # unverifiable run records already noted in this process
+_RUN_KEYS = ("origin", "model", "values", "task", "sample", "train", "checksum")
+
+
 def read_run(run_dir: Path) -> dict[str, Any]:
-    """run.json of a run directory, checked to be one."""
+    """run.json of a run directory, checked to be one and verified against its checksum."""
+    import sys
+
     input_dir(run_dir, "run directory")
     from pytyr.config import read_json
 
-    run = read_json(run_dir / "run.json", "run record (run.json of `tyr train`)")
-    for key in ("origin", "model", "values", "task"):
+    path = run_dir / "run.json"
+    run = read_json(path, "run record (run.json of `tyr train`)")
+    unknown = sorted(set(run) - set(_RUN_KEYS))
+    if unknown:
+        raise ConfigError(f"{path}: unknown key {unknown[0]!r} in the run record (damaged, or "
+                          f"not written by `tyr train`)")
+    problem = stamp_problem(run)
+    if problem and "checksum" in run:
+        raise ConfigError(f"{path}: damaged: {problem}; the run cannot be used")
+    for key, kind in (("origin", dict), ("model", str), ("values", dict), ("task", dict)):
         if key not in run:
-            raise ConfigError(f"{run_dir}/run.json: missing '{key}'; is this the output "
-                              f"directory of `tyr train`?")
+            raise ConfigError(f"{path}: missing '{key}'; is this the output directory of "
+                              f"`tyr train`?")
+        if not isinstance(run[key], kind):
+            raise ConfigError(f"{path}: '{key}' must be a {'string' if kind is str else 'table'}")
+    origin = run["origin"]
+    if not any(isinstance(origin.get(k), str) for k in ("file", "lib")):
+        raise ConfigError(f"{path}: 'origin' names no Lean file or library")
+    if problem and str(path) not in _noted:  # a record of an older tyr, otherwise whole
+        _noted.add(str(path))
+        print(f"note: {path}: written before run records carried checksums; it cannot be "
+              f"verified", file=sys.stderr)
+    run.pop("checksum", None)
     return run
 
 
@@ -253,14 +293,11 @@ def describe_checkpoint(run_dir: Path, checkpoint: str = "best") -> str:
 
 
 def run_weights(run_dir: Path, checkpoint: str = "best") -> dict[str, Any]:
-    """The trained weights of a run (`checkpoint_dir`), read through the validating reader."""
-    from pytyr.safetensors import SafeTensorsFile
-    from pytyr.train.checkpoint import MODEL_FILE
+    """The trained weights of a run (`checkpoint_dir`), verified against their SHA-256, read
+    through the validating reader."""
+    from pytyr.train.checkpoint import read_weights
 
-    path = checkpoint_dir(run_dir, checkpoint) / MODEL_FILE
-    input_file(path, "checkpoint")
-    with SafeTensorsFile(path) as f:
-        return {name: f.tensor(name).clone() for name in f.names()}
+    return read_weights(checkpoint_dir(run_dir, checkpoint))
 
 
 def sample_dir(run_dir: Path) -> Path:

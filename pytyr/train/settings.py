@@ -28,8 +28,10 @@ class MuonSettings:
     nesterov: bool = True
     ns_steps: int = setting(5, ge=1, le=100, doc="Newton-Schulz iterations")
     weight_decay: float = setting(0.0, ge=0)
-    embedding_names: tuple[str, ...] = setting(("wte", "wpe"), doc="path segments of embeddings")
-    head_names: tuple[str, ...] = setting(("lm_head",), doc="path segments of the output head")
+    embedding_names: tuple[str, ...] = setting(("wte", "wpe"), doc="path segments of embeddings "
+                                                "(each must match a parameter)")
+    head_names: tuple[str, ...] = setting(("lm_head",), doc="path segments of the output head "
+                                           "(each must match a parameter; [] if tied)")
     embedding_lr: float = setting(0.2, gt=0)
     head_lr: float = setting(0.004, gt=0)
     scalar_lr: float = setting(0.02, gt=0)

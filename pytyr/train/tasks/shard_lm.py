@@ -4,8 +4,9 @@
 
 `data` is the directory `tyr data prepare` wrote: `meta.json` lists the train and val shards
 with their token counts and SHA-256, the shard format, the vocabulary and the tokenizer (a
-copy, `tokenizer.json`, sits beside the shards). Before any training every shard's checksum
-is verified and every token is checked against the vocabulary. Rows are packed: the train
+copy, `tokenizer.json`, sits beside the shards, with its SHA-256 in meta.json). Before any
+training meta.json is verified against its own checksum, every shard's and the tokenizer's
+SHA-256 against meta.json, and every token against the vocabulary. Rows are packed: the train
 shards are one stream of BOS-delimited documents, cut into rows of `seq + 1` tokens end to end,
 wrapping around at the end, so every epoch reads every token (nanoGPT's layout);
 `bos_aligned` starts every row at a document's BOS instead and reads only each document's
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pytyr.config import read_json, setting
+from pytyr.digest import stamp_problem
 from pytyr.errors import DataError
 from pytyr.paths import input_dir
 from pytyr.train.task import Batch, TaskContext
@@ -71,6 +73,9 @@ class ShardLM(LanguageModelTask):
 
         root = input_dir(self.options.data, "shard directory")
         self.meta = read_json(root / "meta.json", "shard metadata")
+        problem = stamp_problem(self.meta)
+        if problem:
+            raise DataError(f"{root}/meta.json: {problem}; re-run `tyr data prepare`")
         vocab, fmt = self.meta.get("vocab_size"), self.meta.get("format")
         if not isinstance(vocab, int) or fmt not in ("fineweb", "nanogpt"):
             raise DataError(f"{root}/meta.json: needs an integer vocab_size and the shard "
@@ -97,7 +102,15 @@ class ShardLM(LanguageModelTask):
 
         self.train, self.val = stream("train"), stream("val")
         tok = root / "tokenizer.json"
-        self.tokenizer = load_tokenizer(tok) if tok.is_file() else None
+        self.tokenizer = None
+        if tok.is_file():
+            from pytyr.data.shards import verify_sha256
+
+            if not isinstance(self.meta.get("tokenizer_sha256"), str):
+                raise DataError(f"{root}/meta.json: no checksum of tokenizer.json; re-run "
+                                f"`tyr data prepare`")
+            verify_sha256(tok, self.meta["tokenizer_sha256"], "tyr data prepare")
+            self.tokenizer = load_tokenizer(tok, bos=None)  # the BOS is meta.json's bos_id
         epoch = (f"{self.train.tokens / self.train.step_tokens:.1f} steps per epoch"
                  if bos is None else f"{len(self.train)} BOS-aligned steps per epoch")
         return (f"shards {root}: {self.train.tokens:,} train and {self.val.tokens:,} val "
