@@ -1,16 +1,14 @@
 """Parquet text datasets: streamed by row group, rank-strided, tokenized on the fly, resumable."""
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import torch
 
-from pytyr.data.parquet import ParquetTextStream, ParquetTokenBatches, parquet_files
-from pytyr.data.tokenizer import CharTokenizer, encode_documents
+from pytyr.data.parquet import ParquetTextStream, parquet_files
+from pytyr.data.tokenizer import CharTokenizer
 from pytyr.errors import DataError
 
 ALPHABET = "abcdefghij "
@@ -61,53 +59,11 @@ def test_ranks_are_disjoint_deterministic_and_complete(dataset):
     assert all(not (groups[i] & groups[j]) for i in range(4) for j in range(i + 1, 4))
 
 
-def test_stream_resume(dataset):
-    root, _ = dataset
-    s = ParquetTextStream(root, rank=1, world=2)
-    it = iter(s)
-    next(it), next(it)
-    state = json.loads(json.dumps(s.state_dict()))
-    rest = [g for _, g in it]
-    t = ParquetTextStream(root, rank=1, world=2)
-    t.load_state_dict(state)
-    assert [g for _, g in t] == rest
-
-
 def test_nulls_are_skipped_and_counted(tmp_path):
     pq.write_table(pa.table({"text": ["ab", None, "cd"]}), tmp_path / "n.parquet",
                    row_group_size=2)
     s = ParquetTextStream(tmp_path / "n.parquet")
     assert [t for _, g in s for t in g] == ["ab", "cd"] and s.null_rows == 1
-
-
-def test_token_batches_match_the_tokenized_stream(dataset):
-    root, texts = dataset
-    stream = encode_documents(TOK, texts).astype(np.int64)
-    it = ParquetTokenBatches(root, TOK, 3, 8)
-    batches = list(it)
-    n = 24
-    assert len(batches) == (len(stream) - 1) // n
-    for k, (x, y) in enumerate(batches):
-        assert x.shape == y.shape == (3, 8) and x.dtype == torch.int64
-        assert x.reshape(-1).tolist() == stream[k * n:(k + 1) * n].tolist()
-        assert y.reshape(-1).tolist() == stream[k * n + 1:(k + 1) * n + 1].tolist()
-    assert it.dropped_tokens == len(stream) - len(batches) * n
-
-
-@pytest.mark.parametrize("stop", [1, 4, 7])
-def test_token_batches_resume_exactly(dataset, stop):
-    root, _ = dataset
-    ref = list(ParquetTokenBatches(root, TOK, 2, 8, rank=1, world=2))
-    first = ParquetTokenBatches(root, TOK, 2, 8, rank=1, world=2)
-    for _ in range(stop):
-        next(first)
-    state = json.loads(json.dumps(first.state_dict()))
-    resumed = ParquetTokenBatches(root, TOK, 2, 8, rank=1, world=2)
-    resumed.load_state_dict(state)
-    rest = list(resumed)
-    assert len(rest) == len(ref) - stop
-    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
-               for a, b in zip(rest, ref[stop:]))
 
 
 def test_bad_datasets_name_the_file_and_problem(tmp_path):

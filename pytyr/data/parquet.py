@@ -3,11 +3,8 @@
 `ParquetTextStream` reads only the footers up front (row-group layout, schema) and then one
 row group at a time, one column: a file is never loaded whole. The row groups of all files
 form one global sequence in file order; rank r of `world` reads groups r, r + world, ... —
-disjoint and deterministic. Its state is the index of the next group of the rank.
-
-`ParquetTokenBatches` tokenizes that stream on the fly (BOS before each document) and cuts it
-into [batch, seq] batches; its state (the group a batch starts in and the token offset in it)
-resumes exactly on the next batch, by re-reading and re-tokenizing that one group.
+disjoint and deterministic. `tyr data prepare` tokenizes it into shards (`prepare.py`);
+`iter_tokens` gives the tokens of each group (a BOS before each document).
 """
 from __future__ import annotations
 
@@ -19,7 +16,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-import torch
 
 from pytyr.data.tokenizer import Tokenizer, encode_documents
 from pytyr.errors import ConfigError, DataError
@@ -116,98 +112,9 @@ class ParquetTextStream:
             self.next_group += 1
             yield g, texts
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"next_group": self.next_group, "rank": self.rank, "world": self.world,
-                "groups": len(self.groups), "column": self.column}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        mine = self.state_dict()
-        diff = [f"{k}: saved {state.get(k)!r}, here {v!r}" for k, v in mine.items()
-                if k != "next_group" and state.get(k) != v]
-        if diff:
-            raise ConfigError("ParquetTextStream.load_state_dict: the saved stream differs "
-                              "from this one (" + "; ".join(diff) + ")")
-        self.next_group = int(state["next_group"])
-
 
 def iter_tokens(stream: ParquetTextStream, tokenizer: Tokenizer, *, bos: bool = True,
                 dtype: Any = np.uint16) -> Iterator[tuple[int, np.ndarray]]:
     """(group, tokens) per row group: the group's documents tokenized, a BOS before each."""
     for g, texts in stream:
         yield g, encode_documents(tokenizer, texts, bos=bos, dtype=dtype)
-
-
-class ParquetTokenBatches:
-    """[batch, seq] LM batches tokenized on the fly from a parquet text dataset.
-
-    Step batches are back to back windows of `batch * seq + 1` tokens of this rank's token
-    stream (the last token of one batch is the first of the next); one pass, then
-    StopIteration. Yields (x, y) int64 [batch, seq]. The tokens after the last full batch are
-    counted in `dropped_tokens` once the pass ends."""
-
-    def __init__(self, paths: Any, tokenizer: Tokenizer, batch: int, seq: int, *,
-                 column: str = "text", rank: int = 0, world: int = 1, bos: bool = True):
-        for name, v in (("batch", batch), ("seq", seq)):
-            if not (isinstance(v, int) and v >= 1):
-                raise ConfigError(f"ParquetTokenBatches: {name} must be a positive integer, "
-                                  f"got {v!r}")
-        self.stream = ParquetTextStream(paths, column, rank=rank, world=world)
-        self.tokenizer, self.batch, self.seq, self.bos = tokenizer, batch, seq, bos
-        self.step = 0
-        self.dropped_tokens = 0
-        self._start = (0, 0)  # (group, offset) of the next batch's first token
-        self._buf: list[tuple[int, np.ndarray]] = []  # groups' tokens from self._start on
-        self._tokens = None
-
-    def _fill(self, need: int) -> bool:
-        have = sum(len(t) for _, t in self._buf)
-        if self._tokens is None:
-            self.stream.next_group = self._start[0]
-            self._tokens = iter_tokens(self.stream, self.tokenizer, bos=self.bos,
-                                       dtype=np.int64)
-        for g, toks in self._tokens:
-            if g == self._start[0] and not self._buf:
-                toks = toks[self._start[1]:]
-            self._buf.append((g, toks))
-            have += len(toks)
-            if have >= need:
-                return True
-        return have >= need
-
-    def __iter__(self) -> ParquetTokenBatches:
-        return self
-
-    def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
-        n = self.batch * self.seq
-        if not self._fill(n + 1):
-            self.dropped_tokens = sum(len(t) for _, t in self._buf)
-            raise StopIteration
-        flat = np.concatenate([t for _, t in self._buf])
-        window = torch.from_numpy(flat[:n + 1])
-        # keep from token n on (shared with the next batch), with its group and offset
-        used = n
-        while used >= len(self._buf[0][1]):
-            used -= len(self._buf.pop(0)[1])
-        g, toks = self._buf[0]
-        first_offset = self._start[1] if g == self._start[0] else 0
-        self._start = (g, first_offset + used)
-        self._buf[0] = (g, toks[used:])
-        self.step += 1
-        return window[:-1].view(self.batch, self.seq), window[1:].view(self.batch, self.seq)
-
-    def state_dict(self) -> dict[str, Any]:
-        """The next batch's start: this rank's row group and the token offset in it."""
-        return {"step": self.step, "group": self._start[0], "offset": self._start[1],
-                "batch": self.batch, "seq": self.seq, "bos": self.bos,
-                "stream": self.stream.state_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        mine = self.state_dict()
-        diff = [f"{k}: saved {state.get(k)!r}, here {mine[k]!r}" for k in ("batch", "seq", "bos")
-                if state.get(k) != mine[k]]
-        if diff:
-            raise ConfigError("ParquetTokenBatches.load_state_dict: the saved stream differs "
-                              "from this one (" + "; ".join(diff) + ")")
-        self.stream.load_state_dict({**state["stream"], "next_group": state["group"]})
-        self.step, self._start = int(state["step"]), (int(state["group"]), int(state["offset"]))
-        self._buf, self._tokens = [], None
