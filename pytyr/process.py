@@ -158,7 +158,9 @@ class StopRequest:
     Inside `with StopRequest() as stop:` the first signal only sets `stop.signal` (its name),
     so the loop can finish the step, write a checkpoint and its outputs, and exit; a second
     one interrupts at once (KeyboardInterrupt), which the atomic checkpoint writes survive.
-    Outside the main thread signals cannot be caught, and nothing is installed.
+    Outside the main thread signals cannot be caught, and nothing is installed; a signal the
+    process was started ignoring stays ignored (a shell starts `cmd &` ignoring SIGINT, so a
+    terminal's Ctrl-C is not for it).
     """
 
     SIGNALS = ("SIGINT", "SIGTERM")
@@ -178,7 +180,8 @@ class StopRequest:
         if threading.current_thread() is threading.main_thread():
             for name in self.SIGNALS:
                 num = getattr(signal, name)
-                self._previous[num] = signal.signal(num, self._handle)
+                if signal.getsignal(num) is not signal.SIG_IGN:
+                    self._previous[num] = signal.signal(num, self._handle)
         return self
 
     def __exit__(self, *exc: object) -> None:

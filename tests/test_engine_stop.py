@@ -17,6 +17,15 @@ from pytyr.train.engine import Engine
 from pytyr.train.task import TaskContext
 
 
+@pytest.fixture(autouse=True)
+def _as_in_a_terminal():
+    """SIGINT handled as in a foreground process (a shell's `cmd &` starts ignoring it, and
+    a run then leaves it ignored: `test_an_ignored_sigint_stays_ignored`)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 class SignalTask(CycleTask):
     """Sends `signals` to this process while micro-batch `at` is being made."""
 
@@ -70,6 +79,13 @@ def test_a_second_signal_interrupts_at_once(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         _engine(BigramLM(), tmp_path, task_at=5, signals=("SIGINT", "SIGINT")).run(progress=False)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_an_ignored_sigint_stays_ignored(tmp_path):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    hist = _engine(BigramLM(), tmp_path, task_at=5, signals=("SIGINT",)).run(progress=False)
+    assert len(hist["steps"]) == 30  # not stopped: the signal was not for this process
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 
 
 def test_best_holds_the_weights_of_the_lowest_validation_loss(tmp_path):
