@@ -44,7 +44,7 @@ from pytyr.process import StopRequest
 from pytyr.train import distributed
 from pytyr.train.checkpoint import (capture_rng, load_checkpoint, read_state, resolve,
                                     restore_rng, save_checkpoint)
-from pytyr.train.optim import make_optimizers, set_rate
+from pytyr.train.optim import make_optimizers, schedule_muon, set_rate
 from pytyr.train.report import write_outputs
 from pytyr.train.settings import TrainConfig, lr_multiplier
 from pytyr.train.task import Batch, StepRNG, Task
@@ -296,6 +296,7 @@ class Engine:
         for it in range(start, cfg.max_iters):
             mult = lr_multiplier(it, cfg)
             set_rate(self.optimizers, mult)
+            schedule_muon(self.optimizers, it, cfg)
             for opt in self.optimizers:
                 opt.zero_grad(set_to_none=True)
             # The stop request rides on the loss's mean: every rank stops after the same step.
