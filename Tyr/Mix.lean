@@ -50,10 +50,12 @@ def gateHeads {b g t d : Nat} (v : T #[b, g, t, d]) (gate : T #[b, t, g]) : T #[
 
 /-- Causal grouped-query attention over a sliding window: query `i` sees the keys `j` with
 `i - w ≤ j ≤ i` (the last `w + 1` positions: FlashAttention's `window_size = (w, 0)`), head `i`
-of `h` reading key/value head `i / (h / g)` of `g`. The window is bounded by the context it
-slides over, `hw : w ≤ n` (a model's `window ≤ block`); `w ≥ t - 1` is `gqaAttention`. -/
+of `h` reading key/value head `i / (h / g)` of `g`. The window and the sequence are bounded by
+the same context `n`, `hw : w ≤ n` and `hT : t ≤ n` (a model's `window ≤ block` and
+`t ≤ block`: a window bounded by another length is a type error); `w ≥ t - 1` is
+`gqaAttention`. -/
 def windowAttention {b h g t d n : Nat} (q : T #[b, h, t, d]) (k v : T #[b, g, t, d]) (w : Nat)
-    (hw : w ≤ n) (hg : h % g = 0) : T #[b, h, t, d] :=
+    (hw : w ≤ n) (hT : t ≤ n) (hg : h % g = 0) : T #[b, h, t, d] :=
   prim "window_attention" [q.node, k.node, v.node] [.nat "w" w]
 
 /-- `cachedAttention` over a sliding window: query `i`, at position `pos[i]`, sees the cache

@@ -206,11 +206,11 @@ MIX_CASES = [
      ["argument 'gate' of 'gateHeads'", "T #[2, 3, 5]", "T #[2, 5, 3]"]),
     # the window is bounded by the context it slides over: w ≤ n, n the model's block
     ("windowAttention",
-     "def f (q : T #[1, 4, 8, 16]) (k v : T #[1, 2, 8, 16]) (hw : 3 ≤ 64) : T #[1, 4, 8, 16] := "
-     "windowAttention q k v 3 hw (by decide)",
-     "def f (q : T #[1, 4, 8, 16]) (k v : T #[1, 2, 8, 16]) (hw : 3 ≤ 64) : T #[1, 4, 8, 16] := "
-     "windowAttention q k v 5 hw (by decide)",
-     ["argument 'hw' of 'windowAttention'", "3 ≤ 64", "5 ≤ ?n"]),
+     "def f (q : T #[1, 4, 8, 16]) (k v : T #[1, 2, 8, 16]) (hw : 3 ≤ 64) (hT : 8 ≤ 64) : "
+     "T #[1, 4, 8, 16] := windowAttention q k v 3 hw hT (by decide)",
+     "def f (q : T #[1, 4, 8, 16]) (k v : T #[1, 2, 8, 16]) (hw : 3 ≤ 64) (hT : 8 ≤ 32) : "
+     "T #[1, 4, 8, 16] := windowAttention q k v 3 hw hT (by decide)",
+     ["argument 'hT' of 'windowAttention'", "8 ≤ 32", "8 ≤ 64"]),
     ("cachedWindowAttention",
      "def f (q : T #[1, 4, 1, 16]) (k v : T #[1, 2, 64, 16]) (p : IT #[1] 64) "
      "(hw : 8 ≤ 64) : T #[1, 4, 1, 16] := cachedWindowAttention q k v p 8 hw (by decide)",
