@@ -145,7 +145,10 @@ class Muon(torch.optim.Optimizer):
                 shape[normuon_axis(o.shape)] = 1
                 state["second_momentum_buffer"] = torch.zeros(shape, dtype=o.dtype,
                                                               device=o.device)
-            o = normuon(o, state["second_momentum_buffer"], beta2)
+            second = state["second_momentum_buffer"]
+            if hasattr(second, "full_tensor"):  # resharded on a resume: it is the whole
+                second = state["second_momentum_buffer"] = second.full_tensor()  # matrix's
+            o = normuon(o, second, beta2)
         return o
 
     @torch.no_grad()

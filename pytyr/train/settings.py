@@ -62,7 +62,8 @@ class MuonSettings:
     cautious_weight_decay: bool = setting(False, doc="decay only where update and weight "
                                           "agree in sign")
     weight_decay_schedule: Literal["constant", "cosine"] = setting(
-        "constant", doc="cosine: weight_decay · ½(1 + cos(π step / max_iters)), as nanochat")
+        "constant", doc="cosine: weight_decay · ½(1 + cos(π step / lr_decay_iters)), as "
+        "nanochat")
     momentum_start: float | None = setting(None, ge=0, lt=1, doc="the momentum rises from this "
                                            "to `momentum` over momentum_warmup_iters")
     momentum_warmup_iters: int = setting(0, ge=0)
@@ -223,8 +224,10 @@ def muon_momentum(step: int, cfg: TrainConfig) -> float:
 
 
 def muon_weight_decay(step: int, cfg: TrainConfig) -> float:
-    """Muon's weight decay at 0-based `step` (`weight_decay_schedule`)."""
+    """Muon's weight decay at 0-based `step` (`weight_decay_schedule`; the cosine's horizon is
+    the lr decay's end, `lr_decay_iters`, by default `max_iters`: nanochat's num_iterations)."""
     m = cfg.muon
     if m.weight_decay_schedule == "cosine":
-        return m.weight_decay * 0.5 * (1 + math.cos(math.pi * step / cfg.max_iters))
+        ratio = min(1.0, step / cfg.decay_iters)
+        return m.weight_decay * 0.5 * (1 + math.cos(math.pi * ratio))
     return m.weight_decay
