@@ -5,6 +5,7 @@ import Tyr.NN
 import Tyr.Shape
 import Tyr.DiT
 import Tyr.Decode
+import Tyr.Mix
 
 /-!
 # Tyr — shape-typed tensors and models in Lean 4

@@ -32,6 +32,13 @@ inductive Init where
   | ones
   | normal (std : Float)
   | uniform (bound : Float)
+  /-- Drawn uniformly from `[lo, hi]` (a gate that starts slightly open, `[0, 0.02]`). -/
+  | interval (lo hi : Float)
+  /-- Every element `value`. -/
+  | fill (value : Float)
+  /-- Element `i` of `n` (row-major) is `first + (last - first) · i / max (n - 1) 1`: one value
+  per layer, from the first layer's to the last's. -/
+  | ramp (first last : Float)
   /-- The tensor `key` of the safetensors checkpoint `file` (a type provider's tensors). -/
   | checkpoint (file : String) (key : String)
   deriving Repr, Inhabited
@@ -86,5 +93,14 @@ def zeros {s : Shape} : T s := param .zeros
 
 /-- A parameter initialised to ones (norm gains). -/
 def ones {s : Shape} : T s := param .ones
+
+/-- A parameter drawn uniformly from `[lo, hi]`. -/
+def interval {s : Shape} (lo hi : Float) : T s := param (.interval lo hi)
+
+/-- A parameter whose every element is `value`. -/
+def fill {s : Shape} (value : Float) : T s := param (.fill value)
+
+/-- A parameter of per-layer values from `first` to `last`, evenly spaced (see `Init.ramp`). -/
+def ramp {s : Shape} (first last : Float) : T s := param (.ramp first last)
 
 end torch

@@ -143,6 +143,13 @@ def initJson : Init → Json
   | .ones => Json.mkObj [("kind", Json.str "ones")]
   | .normal std => Json.mkObj [("kind", Json.str "normal"), ("std", Lean.toJson std)]
   | .uniform bound => Json.mkObj [("kind", Json.str "uniform"), ("bound", Lean.toJson bound)]
+  | .interval lo hi => Json.mkObj [("kind", Json.str "interval"), ("lo", Lean.toJson lo),
+      ("hi", Lean.toJson hi)]
+  | .fill value => Json.mkObj [("kind", Json.str "fill"), ("value", Lean.toJson value)]
+  | .ramp first last => Json.mkObj [("kind", Json.str "ramp"), ("first", Lean.toJson first),
+      ("last", Lean.toJson last)]
+  | .checkpoint file key => Json.mkObj [("kind", Json.str "checkpoint"),
+      ("file", Json.str file), ("key", Json.str key)]
 
 def attrJson : Attr → String × Json
   | .nat key v => (key, Lean.toJson v)

@@ -1,8 +1,9 @@
 """The nanochat model of `examples/nanochat/NanoChat.lean` through Tyr's executor vs the same
 model written directly in PyTorch (`bench/plain_nanochat.py`), and cached vs uncached decoding.
 
-Training step: the config of `examples/nanochat/config.json` (depth 4, width 128 in 4 heads
-of 32 sharing 2 key/value heads, vocab 4096, block 128) at batch 8 × 128 tokens. The plain
+Training step: the config of `examples/nanochat/january.json` (January 2026's layout, the
+models `nanochatJan…`; depth 4, width 128 in 4 heads of 32 sharing 2 key/value heads, vocab
+4096, block 128) at batch 8 × 128 tokens. The plain
 model gets copies of the Tyr module's weights and both sides step with the optimizers
 `tyr train` builds from that config's `train` table (Muon for the hidden matrices, AdamW for
 the embedding and the head): forward, backward, both optimizers. Steps ALTERNATE between the
@@ -10,8 +11,8 @@ sides (order swapped every round) after a warm-up; the losses and final paramete
 compared as evidence of the same math. Goal: plain/tyr >= 0.97.
 
 Decoding: `max_new` tokens after a short prompt at temperature 0, uncached (the
-`nanochatLogits` graph of each context length, the whole context every token) and cached
-(`nanochatStep`: prefill, then one token over the key/value caches), both through the
+`nanochatJanLogits` graph of each context length, the whole context every token) and cached
+(`nanochatJanStep`: prefill, then one token over the key/value caches), both through the
 `make_factory` of `tyr sample` with their graphs built in a first, untimed round; they must
 pick the same tokens. Reported in tokens per second.
 """
@@ -30,7 +31,7 @@ from bench.plain_nanochat import Config, NanoChat
 
 GOAL_RATIO = 0.97
 LEAN = ROOT / "examples" / "nanochat" / "NanoChat.lean"
-CONFIG = ROOT / "examples" / "nanochat" / "config.json"
+CONFIG = ROOT / "examples" / "nanochat" / "january.json"
 N_BATCHES = 8
 
 
@@ -41,7 +42,7 @@ def recipe() -> dict[str, Any]:
 def build_pair(c: dict[str, Any], b: int, t: int, seed: int = 0) -> tuple[Any, NanoChat]:
     from pytyr.pipeline import graph_from_lean, module_from_graph
 
-    tyr = module_from_graph(graph_from_lean(LEAN, "nanochat", {"c": c, "b": b, "t": t}),
+    tyr = module_from_graph(graph_from_lean(LEAN, "nanochatJan", {"c": c, "b": b, "t": t}),
                             seed=seed)
     plain = NanoChat(Config.from_lean(c))
     plain.load_state_dict(tyr.state_dict())
@@ -104,18 +105,18 @@ def bench_decode(*, max_new: int, rounds: int = 2) -> dict[str, Any]:
     c, block = cfg["model"]["c"], cfg["task"]["seq"]
     source = LeanModels(LEAN)
     tyr, _ = build_pair(c, 1, block)
-    factory = make_factory(source, "nanochat", {"c": c}, tyr.state_dict())
+    factory = make_factory(source, "nanochatJan", {"c": c}, tyr.state_dict())
     feeds = {"idx": Feed("i64", ("batch", "seq"))}
     prompt = [0, 17, 230, 5, 99, 1024, 7, 300]
 
     def uncached() -> list[int]:
         def logits(idx: torch.Tensor) -> torch.Tensor:
-            fwd = factory("nanochatLogits", feeds, {"batch": 1, "seq": idx.shape[1]})
+            fwd = factory("nanochatJanLogits", feeds, {"batch": 1, "seq": idx.shape[1]})
             return fwd({"idx": idx})[0]
         return generate(logits, prompt, max_new, 0.0, block_size=block)[0].tolist()
 
     def cached() -> list[int]:
-        return generate_cached(factory, "nanochatStep", prompt, max_new, 0.0, block=block)
+        return generate_cached(factory, "nanochatJanStep", prompt, max_new, 0.0, block=block)
 
     times: dict[str, list[float]] = {"uncached": [], "cached": []}
     tokens = {}

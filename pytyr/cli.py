@@ -8,6 +8,7 @@ Every command that takes a model reads one config (a JSON object with tables `mo
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -299,6 +300,21 @@ def _hf_mapping() -> str:
     return mapping_help()
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from .export.from_nanochat import import_nanochat
+    from .pipeline import LeanModels
+
+    input_file(args.lean, "Lean file of the nanochat model")
+    out = import_nanochat(LeanModels(args.lean), Path(args.checkpoint), Path(args.out),
+                          args.step)
+    model = json.loads((out / "config.json").read_text())
+    logits = "nanochatLogits" if model["model"]["c"]["extras"] else "nanochatJanLogits"
+    print(f"wrote {out / 'model.safetensors'} and {out / 'config.json'}; run it with\n"
+          f"  tyr run {args.lean} --model {logits} --config {out / 'config.json'} "
+          f"--weights {out / 'model.safetensors'} --inputs IDX.safetensors")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="tyr", description="Shape-typed models in Lean 4, run on PyTorch.",
                epilog="`tyr COMMAND --help` shows each command's options and examples.")
@@ -436,6 +452,21 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("out", metavar="OUT_DIR")
     _add_checkpoint(e)
     e.set_defaults(fn=cmd_export)
+
+    im = _sub(sub, "import", "import another framework's checkpoint",
+              "Read a checkpoint of nanochat's own (`model_NNNNNN.pt` and `meta_NNNNNN.json` "
+              "of its base_train; a directory takes its last step) by nanochat's key names "
+              "into the weights of examples/nanochat/NanoChat.lean (today's layout or "
+              "January's): OUT/model.safetensors and OUT/config.json. Every missing, "
+              "unexpected or mis-shaped key is listed before any tensor is read.",
+              "  tyr import nanochat ~/.cache/nanochat/base_checkpoints/d20 out/d20")
+    im.add_argument("format", choices=["nanochat"])
+    im.add_argument("checkpoint", metavar="CHECKPOINT", help="a model_NNNNNN.pt or its directory")
+    im.add_argument("out", metavar="OUT_DIR")
+    im.add_argument("--step", type=int, help="the checkpoint's step (default: the last)")
+    im.add_argument("--lean", default="examples/nanochat/NanoChat.lean", metavar="FILE.lean",
+                    help="the Lean model (default: %(default)s)")
+    im.set_defaults(fn=cmd_import)
 
     from .data.commands import register as register_data
     from .lsp.commands import register as register_lsp

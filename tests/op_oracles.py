@@ -147,3 +147,59 @@ ORACLE_IMPLICIT = {
     "patchify": {"b": 2, "c": 3, "h": 2, "w": 3, "p": 2},
     "unpatchify": {"b": 2, "c": 3, "h": 2, "w": 3, "p": 2},
 }
+
+
+def _windowed(q, k, v, visible):
+    # softmax over the visible keys written out (visible[i][j]: query i sees key j), the
+    # key/value heads repeated for their query heads
+    h, g = q.shape[1], k.shape[1]
+    k = torch.stack([k[:, j // (h // g)] for j in range(h)], dim=1)
+    v = torch.stack([v[:, j // (h // g)] for j in range(h)], dim=1)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    mask = torch.tensor(visible)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def _smear(x, gate, prev=None):
+    rows = [x[:, 0] if prev is None else x[:, 0] + gate[:, 0] * prev[:, 0]]
+    rows += [x[:, i] + gate[:, i] * x[:, i - 1] for i in range(1, x.shape[1])]
+    return torch.stack(rows, dim=1)
+
+
+MIX_ORACLES = {
+    "sigmoid": ([([3, 4], "f32")], {}, [3, 4], lambda x: 1 / (1 + torch.exp(-x))),
+    "scale_by": ([([3, 4], "f32"), ([], "f32")], {}, [3, 4],
+                 lambda x, a: torch.stack([x[i] * a for i in range(3)])),
+    "narrow_last3": ([([2, 3, 6], "f32")], {"k": 4}, [2, 3, 4],
+                     lambda x: torch.stack(_cols(x)[:4], dim=-1)),
+    "last_seq3": ([([2, 3, 4], "f32")], {}, [2, 1, 4], lambda x: torch.stack([x[:, 2]], 1)),
+    "smear": ([([2, 4, 3], "f32"), ([2, 4, 1], "f32")], {}, [2, 4, 3], _smear),
+    "smear_after": ([([2, 4, 3], "f32"), ([2, 4, 1], "f32"), ([2, 1, 3], "f32")], {}, [2, 4, 3],
+                    _smear),
+    "gate_heads": ([([2, 3, 4, 5], "f32"), ([2, 4, 3], "f32")], {}, [2, 3, 4, 5],
+                   lambda v, g: torch.stack([torch.stack([v[:, j, p] * g[:, p, j, None]
+                                                          for p in range(4)], 1)
+                                             for j in range(3)], 1)),
+    # 6 positions, a window of 2: query i sees i-2, i-1, i
+    "window_attention": ([([1, 4, 6, 3], "f32"), ([1, 2, 6, 3], "f32"), ([1, 2, 6, 3], "f32")],
+                         {"w": 2}, [1, 4, 6, 3],
+                         lambda q, k, v: _windowed(q, k, v, [[i - 2 <= j <= i for j in range(6)]
+                                                             for i in range(6)])),
+    # queries at positions 3 and 6 of a cache of 8, a window of 2
+    "cached_window_attention": ([([1, 4, 2, 3], "f32"), ([1, 2, 8, 3], "f32"),
+                                 ([1, 2, 8, 3], "f32"), ([2], "i64", 8)], {"w": 2}, [1, 4, 2, 3],
+                                lambda q, k, v, pos: _windowed(
+                                    q, k, v, [[p - 2 <= j <= p for j in range(8)]
+                                              for p in (3, 6)])),
+    "stack_head1": ([([3], "f32")], {}, [], lambda s: s[0]),
+    "stack_push1": ([([3], "f32"), ([], "f32")], {}, [3],
+                    lambda s, x: torch.stack([s[1], s[2], x])),
+    "basis": ([([1], "f32")], {"i": 2}, [4],
+              lambda a: torch.stack([a[0] * 0, a[0] * 0, a[0], a[0] * 0])),
+}
+ORACLES.update(MIX_ORACLES)
+ORACLE_IMPLICIT.update({"window_attention": {"b": 1, "h": 4, "g": 2, "t": 6, "d": 3, "n": 8},
+                        "cached_window_attention": {"b": 1, "h": 4, "g": 2, "t": 2, "n": 8,
+                                                    "d": 3},
+                        "basis": {"l": 4}})

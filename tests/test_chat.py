@@ -20,8 +20,11 @@ from pytyr.train.tasks.lm import LanguageModelTask, TextSampleOptions
 from tiny_nanochat import tiny_factory
 
 ALPHABET = "\x00abcdefghijklmnopqrstuvwxyz .\n"  # id 0 plays the BOS
-TINY = {"vocab": len(ALPHABET), "block": 24, "depth": 2, "aspect_ratio": 16, "head_dim": 16,
-        "n_kv_head": 1, "rope_base": 10000.0, "softcap": 3.0}
+# today's layout, its first layer windowed to 5 positions back: every turn is a prefill at the
+# next positions, continuing the smear and the windows of what came before
+TINY = {"vocab": len(ALPHABET), "pad_vocab_to": 64, "block": 24, "depth": 2,
+        "aspect_ratio": 16, "head_dim": 16, "n_kv_head": 1, "window": 5,
+        "rope_base": 100000.0, "qk_scale": 1.2, "softcap": 3.0, "extras": 1}
 
 
 @dataclass(frozen=True)

@@ -168,7 +168,7 @@ IMPLICIT = {"split_heads": {"b": 2, "t": 3, "h": 2, "d": 3}, "merge_heads": {"b"
 CASES.update(ORACLES)  # Tyr/Shape.lean, Tyr/DiT.lean
 IMPLICIT.update(ORACLE_IMPLICIT)
 # Integer inputs with a meaning beyond their range: cache positions must be distinct.
-INTS = {"cache_write": [3, 1], "cached_attention": [1, 4]}
+INTS = {"cache_write": [3, 1], "cached_attention": [1, 4], "cached_window_attention": [3, 6]}
 
 
 def test_cases_cover_the_op_table():
@@ -304,6 +304,24 @@ def test_random_inits_match_their_spec(signatures):
     assert abs(n.mean().item()) < 0.005 and abs(n.std().item() - 0.3) < 0.005
     assert u.min() >= -0.5 and u.max() <= 0.5
     assert abs(u.mean().item()) < 0.005 and abs(u.std().item() - 0.5 / math.sqrt(3)) < 0.005
+
+
+def test_interval_fill_and_ramp_inits(signatures):
+    g = GraphBuilder()
+    g.param("i", [200, 500], {"kind": "interval", "lo": 0.0, "hi": 0.02})
+    g.param("f", [2, 3], {"kind": "fill", "value": -0.25})
+    g.param("r", [6], {"kind": "ramp", "first": 1.15, "last": 1.05})
+    g.param("one", [1], {"kind": "ramp", "first": 0.2, "last": 0.05})
+    for name in ("i", "f", "r", "one"):
+        g.output(name, name)
+    state = build_module(load_graph(g.build(), signatures), seed=0).state_dict()
+    i = state["i"]
+    assert i.min() >= 0.0 and i.max() <= 0.02 and abs(i.mean().item() - 0.01) < 1e-4
+    assert torch.equal(state["f"], torch.full((2, 3), -0.25))
+    # nanochat's resid_lambdas: 1.15 - 0.10 · i / (n - 1); a single layer gets the first
+    want = torch.tensor([1.15 - 0.10 * k / 5 for k in range(6)], dtype=torch.float64)
+    torch.testing.assert_close(state["r"], want.float(), rtol=0, atol=1e-7)
+    assert torch.equal(state["one"], torch.tensor([0.2]))
 
 
 def test_outputs_may_be_inputs_or_params(signatures):

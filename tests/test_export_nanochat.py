@@ -1,8 +1,9 @@
-"""`tyr export --format hf` of a nanochat run: transformers' `NanoChatForCausalLM` loads it
-and computes the Lean model's logits; `AutoTokenizer` loads the run's BPE tokenizer, puts the
-BOS before a prompt as `tyr sample` does, and greedy `generate` gives `tyr sample`'s text.
-A checkpoint with keys NanoChat has no place for (later nanochat's value embeddings) is
-refused with every problem listed."""
+"""`tyr export --format hf` of a nanochat run of January's layout: transformers'
+`NanoChatForCausalLM` loads it and computes the Lean model's logits; `AutoTokenizer` loads the
+run's BPE tokenizer, puts the BOS before a prompt as `tyr sample` does, and greedy `generate`
+gives `tyr sample`'s text. A run of today's layout is refused naming each feature NanoChat has
+no counterpart for, and a checkpoint with keys NanoChat has no place for is refused with every
+problem listed."""
 from __future__ import annotations
 
 import json
@@ -19,6 +20,7 @@ from pytyr.safetensors import load_file, write_file
 transformers = pytest.importorskip("transformers")
 
 LEAN = "examples/nanochat/NanoChat.lean"
+JANUARY = "examples/nanochat/january.json"
 WORDS = ("the of and to a in that is was he for it with as his on be at by had not are but "
          "from or have an they which one you were her all she there would their we him").split()
 
@@ -46,7 +48,8 @@ def run(tmp_path_factory):
             "train.eval_interval": 6, "train.eval_iters": 1, "train.device": "cpu",
             "sample.max_new_tokens": 0, "out": root / "run"}
     flat = [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
-    assert main(["train", LEAN, "--model", "nanochat", *flat, "-q"]) == 0
+    assert main(["train", LEAN, "--model", "nanochatJan", "--config", JANUARY,
+                 "--set", "model.c.window=16", *flat, "-q"]) == 0
     return root / "run"
 
 
@@ -64,7 +67,7 @@ def test_nanochat_for_causal_lm_computes_the_lean_model_s_logits(run, exported, 
     assert (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.hidden_size) == (2, 1, 32)
     idx = torch.tensor([[0, 5, 9, 1, 40, 2, 2, 7, 0, 99, 3, 11, 250, 17]])
     write_file({"idx": idx}, tmp_path / "idx.safetensors")
-    assert main(["run", LEAN, "--model", "nanochatLogits", "--run", str(run), "--inputs",
+    assert main(["run", LEAN, "--model", "nanochatJanLogits", "--run", str(run), "--inputs",
                  str(tmp_path / "idx.safetensors"), "-o", str(tmp_path / "tyr.safetensors")]) == 0
     ours = load_file(tmp_path / "tyr.safetensors")["out"]
     with torch.no_grad():
@@ -118,3 +121,24 @@ def test_keys_nanochat_has_no_place_for_are_refused(run, tmp_path, capsys):
         assert not (tmp_path / "o").exists()
     assert main(["export", "--format", "hf-gpt2", str(run), str(tmp_path / "o")]) == 1
     assert "not the GPT example's weights" in capsys.readouterr().err
+
+
+def test_today_s_layout_is_refused_by_its_features(run, tmp_path, capsys):
+    sets = {"model.c.vocab": 300, "model.c.block": 16, "model.c.depth": 2,
+            "model.c.aspect_ratio": 16, "model.c.head_dim": 16, "model.c.n_kv_head": 1,
+            "model.c.window": 3, "task.data": run.parent / "shards", "task.seq": 16,
+            "train.batch": 8, "train.micro_batch": 8, "train.max_iters": 1,
+            "train.warmup_iters": 0, "train.warmdown_iters": 1, "train.eval_interval": 1,
+            "train.eval_iters": 1, "train.device": "cpu", "sample.max_new_tokens": 0,
+            "out": tmp_path / "today"}
+    flat = [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
+    assert main(["train", LEAN, "--model", "nanochat", *flat, "-q"]) == 0
+    capsys.readouterr()
+    for fmt in ("hf", "hf-nanochat"):
+        assert main(["export", "--format", fmt, str(tmp_path / "today"),
+                     str(tmp_path / "o")]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "no counterpart for: value embeddings; per-layer " \
+            "residual scalars; per-layer x0 scalars; smear; backout; queries and keys scaled " \
+            "by qk_scale 1.2" in err and "sliding windows of 3 in a context of 16" in err, err
+        assert not (tmp_path / "o").exists()

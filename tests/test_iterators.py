@@ -262,6 +262,33 @@ def test_too_few_bos_aligned_rows_are_counted_not_tokens():
                             "tokens after the previous row's and needs 5 tokens before its "
                             "shard's end)")
     assert len(SequentialBatchIterator(tokens, 2, 4, bos_id=0)) == 1
-    with pytest.raises(DataError, match="a step's rows come from one shard and the most in one "
-                       "is 2"):
-        SequentialBatchIterator([tokens, tokens], 3, 4, bos_id=0)
+    # the rows of all shards are one list: two shards of 2 rows hold a step of 3
+    assert len(SequentialBatchIterator([tokens, tokens], 3, 4, bos_id=0)) == 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(docs=st.lists(st.integers(1, 12), min_size=2, max_size=30), shards=st.integers(1, 3),
+       batch=st.integers(1, 3), seq=st.integers(1, 6), world=st.integers(1, 3),
+       first=st.integers(0, 40))
+def test_bos_aligned_rows_are_one_stream_for_every_world_size(docs, shards, batch, seq, world,
+                                                              first):
+    """BOS-aligned, W ranks of batch b read at every step, wraps included, the rows one process
+    reads with batch W·b: the shards' rows in order, then again, none dropped."""
+    tokens = np.array([t for i, n in enumerate(docs) for t in [0] + [1 + i % 7] * n],
+                      dtype=np.uint16)
+    parts = np.array_split(tokens, shards)
+    rows = [p[s:s + seq + 1].tolist() for p in parts for s in bos_aligned_starts(p, seq, 0)]
+    if len(rows) < batch * world:
+        with pytest.raises(DataError, match="too few BOS-aligned rows"):
+            SequentialBatchIterator(parts, batch, seq, world=world, bos_id=0, loop=True)
+        return
+    ranks = [SequentialBatchIterator(parts, batch, seq, rank=r, world=world, bos_id=0,
+                                     loop=True) for r in range(world)]
+    one = SequentialBatchIterator(parts, batch * world, seq, bos_id=0, loop=True)
+    for k in range(first, first + 3):
+        got = torch.cat([torch.cat(it.batch_at(k)[:1] + (it.batch_at(k)[1][:, -1:],), 1)
+                         for it in ranks])
+        whole = torch.cat([one.batch_at(k)[0], one.batch_at(k)[1][:, -1:]], 1)
+        assert torch.equal(got, whole)
+        want = [rows[(k * batch * world + i) % len(rows)] for i in range(batch * world)]
+        assert got.tolist() == want

@@ -14,40 +14,45 @@ from pytyr.train.kvcache import generate_cached
 from pytyr.train.run import make_factory
 from pytyr.train.sample import generate
 from pytyr.train.task import Feed
-from tiny_nanochat import tiny_factory
+from tiny_nanochat import MODELS, tiny_factory
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = {"vocab": 37, "block": 12, "depth": 2, "aspect_ratio": 16, "head_dim": 16,
-        "n_kv_head": 1, "rope_base": 10000.0, "softcap": 1.5}
 
 
-@pytest.fixture(scope="module")
-def factory():
-    return tiny_factory(TINY, seed=2, proj_seed=3)
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def model(request):
+    """(the model, its factory): today's layout (windows, value embeddings, smear, backout)
+    and January's."""
+    return request.param, tiny_factory(MODELS[request.param], seed=2, proj_seed=3,
+                                       model=request.param)
 
 
-def _uncached(factory, prompt, n, temperature, block=12):
+def _uncached(model, prompt, n, temperature, block=12):
+    name, factory = model
     feeds = {"idx": Feed("i64", ("batch", "seq"), bound="vocab")}
 
     def logits(idx):
-        return factory("nanochatLogits", feeds, {"batch": 1, "seq": idx.shape[1]})({"idx": idx})[0]
+        fwd = factory(f"{name}Logits", feeds, {"batch": 1, "seq": idx.shape[1]})
+        return fwd({"idx": idx})[0]
 
     return generate(logits, prompt, n, temperature, 5, seed=4, block_size=block)[0].tolist()
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
-def test_cached_sampling_picks_the_uncached_tokens(factory, temperature):
+def test_cached_sampling_picks_the_uncached_tokens(model, temperature):
+    name, factory = model
     prompt = [3, 1, 4, 1, 5]
-    want = _uncached(factory, prompt, 7, temperature)
-    got = generate_cached(factory, "nanochatStep", prompt, 7, temperature, 5, seed=4, block=12)
+    want = _uncached(model, prompt, 7, temperature)
+    got = generate_cached(factory, f"{name}Step", prompt, 7, temperature, 5, seed=4, block=12)
     assert got == want and len(got) == 12
 
 
-def test_a_context_longer_than_the_cache_is_prefilled_again(factory):
-    got = generate_cached(factory, "nanochatStep", [3, 1, 4], 30, 0.0, block=12)
+def test_a_context_longer_than_the_cache_is_prefilled_again(model):
+    name, factory = model
+    got = generate_cached(factory, f"{name}Step", [3, 1, 4], 30, 0.0, block=12)
     assert len(got) == 33 and got[:3] == [3, 1, 4] and all(0 <= t < 37 for t in got)
     long = list(range(20))  # a prompt longer than the block keeps its head
-    assert generate_cached(factory, "nanochatStep", long, 2, 0.0, block=12)[:20] == long
+    assert generate_cached(factory, f"{name}Step", long, 2, 0.0, block=12)[:20] == long
 
 
 BAD = """

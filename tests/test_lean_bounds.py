@@ -63,6 +63,12 @@ BOUND_CASES = [
      "def f (q : T #[1, 4, 3, 16]) (k v : T #[1, 2, 64, 16]) (p : IT #[3] 32) : "
      "T #[1, 4, 3, 16] := cachedAttention q k v p (by decide)",
      ["argument 'pos' of 'cachedAttention'", "IT #[3] 32", "IT #[3] 64"]),
+    ("cachedWindowAttention",
+     "def f (q : T #[1, 4, 3, 16]) (k v : T #[1, 2, 64, 16]) (p : IT #[3] 64) (hw : 8 ≤ 64) : "
+     "T #[1, 4, 3, 16] := cachedWindowAttention q k v p 8 hw (by decide)",
+     "def f (q : T #[1, 4, 3, 16]) (k v : T #[1, 2, 64, 16]) (p : IT #[3] 128) (hw : 8 ≤ 64) : "
+     "T #[1, 4, 3, 16] := cachedWindowAttention q k v p 8 hw (by decide)",
+     ["argument 'pos' of 'cachedWindowAttention'", "IT #[3] 128", "IT #[3] 64"]),
     # a bound is a `Nat` term like a dim, with Lean's definitional equality: `n + 1` is not
     # `1 + n`
     ("symbolic bound",
@@ -135,9 +141,26 @@ MUTATIONS = [
     ("examples/mlp/MLP.lean", "(y : IT #[b] c.classes)", "(y : IT #[b] c.inputs)",
      ["argument 'target' of 'crossEntropy'", "IT #[b] c.inputs", "IT #[b] c.classes"]),
     # nanochat's decoding positions typed for a cache of another length
-    ("examples/nanochat/NanoChat.lean", "(hl : 0 < c.depth) (pos : IT #[t] c.block) (p : Block c)",
-     "(hl : 0 < c.depth) (pos : IT #[t] (c.block + 1)) (p : Block c)",
-     ["argument 'pos' of 'cacheWrite'", "IT #[t] (c.block + 1)", "IT #[t] c.block"]),
+    ("examples/nanochat/NanoChat.lean",
+     "(hl : 0 < c.depth) (pos : IT #[t] c.block) (p : JanBlock c)",
+     "(hl : 0 < c.depth) (pos : IT #[t] (c.block + 1)) (p : JanBlock c)",
+     ["argument 'pos' of 'sharpenAt'", "IT #[t] (c.block + 1)", "IT #[?t] c.block"]),
+    # ... and today's, whose value embedding is typed by the vocabulary too
+    ("examples/nanochat/NanoChat.lean",
+     "(hw : c.window ≤ c.block) (hl : 0 < c.depth) (pos : IT #[t] c.block) (p : Block c)",
+     "(hw : c.window ≤ c.block) (hl : 0 < c.depth) (pos : IT #[t] (c.block + 1)) (p : Block c)",
+     ["argument 'pos' of 'sharpenAt'", "IT #[t] (c.block + 1)", "IT #[?t] c.block"]),
+    ("examples/nanochat/NanoChat.lean",
+     "(hg : 24 ≤ c.dim) (hl : 0 < c.depth)\n    (idx : IT #[b, t] c.vocab) (pos : IT #[t] "
+     "c.block) (p : VEBlock c) (s : StepFlow c b t) :\n    StepFlow c b t :=\n  let x := enter c "
+     "hl s.fst\n  let a := veToCaches c hpad hg hl idx pos p (rmsNorm3 x) s\n  let y := "
+     "cachedWindowAttention",
+     "(hg : 24 ≤ c.dim) (hl : 0 < c.depth)\n    (idx : IT #[b, t] c.rows) (pos : IT #[t] "
+     "c.block) (p : VEBlock c) (s : StepFlow c b t) :\n    StepFlow c b t :=\n  let x := enter c "
+     "hl s.fst\n  let a := veToCaches c hpad hg hl idx pos p (rmsNorm3 x) s\n  let y := "
+     "cachedWindowAttention",
+     ["argument 'idx' of 'veToCaches'", "IT #[b, t] ((c.vocab + c.pad_vocab_to - 1)",
+      "IT #[?b, ?t] c.vocab"]),
 ]
 
 

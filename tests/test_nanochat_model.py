@@ -1,7 +1,8 @@
-"""examples/nanochat/NanoChat.lean: nanochat's math (against the plain PyTorch model of
-`bench/plain_nanochat.py` holding the same weights, forward and backward), the hypotheses that
-reject bad configs by name and value, and the typed KV-cache step (cached logits equal the
-uncached ones)."""
+"""examples/nanochat/NanoChat.lean: January's layout against the plain PyTorch model of
+`bench/plain_nanochat.py` holding the same weights (forward and backward), today's backward
+through every feature, the hypotheses that reject bad configs by name and value, nanochat's
+initialisation, and the typed KV-cache steps of both layouts (cached logits equal the uncached
+ones). Today's forward against nanochat itself: `test_nanochat_reference.py`."""
 from __future__ import annotations
 
 import sys
@@ -21,8 +22,11 @@ if str(ROOT) not in sys.path:  # `bench` is a top-level package of the repositor
 from bench.plain_nanochat import Config, NanoChat  # noqa: E402
 
 LEAN = ROOT / "examples" / "nanochat" / "NanoChat.lean"
-TINY = {"vocab": 37, "block": 12, "depth": 2, "aspect_ratio": 16, "head_dim": 16,
-        "n_kv_head": 1, "rope_base": 10000.0, "softcap": 15.0}
+TINY = {"vocab": 37, "pad_vocab_to": 1, "block": 12, "depth": 2, "aspect_ratio": 16,
+        "head_dim": 16, "n_kv_head": 1, "window": 12, "rope_base": 10000.0, "qk_scale": 1.0,
+        "softcap": 15.0, "extras": 0}
+TODAY = {**TINY, "pad_vocab_to": 64, "depth": 6, "window": 5, "rope_base": 100000.0,
+         "qk_scale": 1.2, "extras": 1}
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +45,7 @@ def test_the_example_checks():
 def test_sizes_follow_the_depth_dial(models):
     # depth 4 × aspect 64 = 256 wide; ⌈256 / 64⌉ = 4 heads of 64; 2 key/value heads
     c = {**TINY, "depth": 4, "aspect_ratio": 64, "head_dim": 64, "n_kv_head": 2}
-    g = models.graph("nanochat", {"c": c, "b": 1, "t": 4})
+    g = models.graph("nanochatJan", {"c": c, "b": 1, "t": 4})
     shapes = {p.path: p.shape for p in g.params}
     assert shapes["blocks.3.attn.c_q"] == (256, 256)
     assert shapes["blocks.3.attn.c_k"] == (128, 256)
@@ -61,7 +65,7 @@ def test_sizes_follow_the_depth_dial(models):
     ({"n_kv_head": 3}, "hkv", ["2 % 3 = 0 is false", "c.n_kv_head = 3"]),
 ])
 def test_bad_configs_cannot_be_instantiated(models, over, name, frags):
-    for model in ("nanochat", "nanochatLogits", "nanochatStep"):
+    for model in ("nanochatJan", "nanochatJanLogits", "nanochatJanStep"):
         with pytest.raises(ConfigError) as e:
             models.graph(model, {"c": {**TINY, **over}, "b": 1, "t": 4})
         msg = str(e.value)
@@ -72,13 +76,13 @@ def test_bad_configs_cannot_be_instantiated(models, over, name, frags):
 
 def test_a_context_longer_than_the_block_is_rejected(models):
     with pytest.raises(ConfigError, match=r"'hT : t ≤ c.block'.*13 ≤ 12 is false"):
-        models.graph("nanochat", {"c": TINY, "b": 1, "t": 13})
+        models.graph("nanochatJan", {"c": TINY, "b": 1, "t": 13})
 
 
 @pytest.mark.parametrize("kv", [1, 2], ids=["gqa", "mha"])
 def test_forward_and_backward_match_plain_pytorch(models, kv):
     c = {**TINY, "n_kv_head": kv}
-    tyr = _module(models, "nanochat", 3, 12, c, seed=1)
+    tyr = _module(models, "nanochatJan", 3, 12, c, seed=1)
     plain = NanoChat(Config.from_lean(c))
     plain.load_state_dict(tyr.state_dict())
     with torch.no_grad():  # nonzero output projections, so every path carries gradient
@@ -101,7 +105,7 @@ def test_forward_and_backward_match_plain_pytorch(models, kv):
 
 
 def test_initialisation_follows_nanochat(models):
-    m = _module(models, "nanochat", 1, 4, {**TINY, "aspect_ratio": 64, "head_dim": 64})
+    m = _module(models, "nanochatJan", 1, 4, {**TINY, "aspect_ratio": 64, "head_dim": 64})
     sd = m.state_dict()
     bound = 3 ** 0.5 / 128 ** 0.5
     assert float(sd["blocks.0.attn.c_q"].abs().max()) <= bound
@@ -112,29 +116,86 @@ def test_initialisation_follows_nanochat(models):
     assert float(sd["lm_head"].std()) == pytest.approx(0.001, rel=0.1)
 
 
-def test_cached_steps_give_the_uncached_logits(models):
-    b, n, prompt = 2, TINY["block"], 5
-    full = _module(models, "nanochatLogits", b, n, seed=3)
+@pytest.mark.parametrize("name,c,extra", [
+    ("nanochatJan", TINY, 0),
+    # today's: windows of 5 in a context of 12, value embeddings, the smear's previous token
+    ("nanochat", TODAY, 1),
+], ids=["january", "today"])
+def test_cached_steps_give_the_uncached_logits(models, name, c, extra):
+    b, n, prompt = 2, c["block"], 5
+    full = _module(models, f"{name}Logits", b, n, c, seed=3)
     with torch.no_grad():
-        for name, p in full.named_parameters():
-            if name.endswith("c_proj"):
+        for pname, p in full.named_parameters():
+            if "c_proj" in pname or pname == "smear_lambda":
                 p.normal_(0, 0.1, generator=torch.Generator().manual_seed(5))
     weights = full.state_dict()
-    prefill = _module(models, "nanochatStep", b, prompt)
-    step = _module(models, "nanochatStep", b, 1)
+    prefill = _module(models, f"{name}Step", b, prompt, c)
+    step = _module(models, f"{name}Step", b, 1, c)
     prefill.load_state_dict(weights)
     step.load_state_dict(weights)
     idx = torch.randint(0, 37, (b, n), generator=torch.Generator().manual_seed(4))
     with torch.no_grad():
         (want,) = full(idx)
-        cache = torch.zeros(TINY["depth"], b, 1, n, 16)
-        got, kc, vc = prefill(idx[:, :prompt], torch.arange(prompt), cache, cache.clone())
+        cache = torch.zeros(c["depth"], b, 1, n, 16)
+        width = c["depth"] * c["aspect_ratio"]
+        prev = [torch.zeros(b, 1, width)] * extra  # the last token's embedding: the smear's
+        got, kc, vc, *prev = prefill(idx[:, :prompt], torch.arange(prompt), cache,
+                                     cache.clone(), *prev)
         rows = [got]
         for p in range(prompt, n):
-            z, kc, vc = step(idx[:, p:p + 1], torch.tensor([p]), kc, vc)
+            z, kc, vc, *prev = step(idx[:, p:p + 1], torch.tensor([p]), kc, vc, *prev)
             rows.append(z)
     torch.testing.assert_close(torch.cat(rows, dim=1), want, rtol=1e-5, atol=1e-5)
     assert float(kc.abs().sum(-1).min()) > 0  # every position of every layer was written
+
+
+def test_today_s_gradients_reach_every_parameter(models):
+    m = _module(models, "nanochat", 2, 12, TODAY, seed=6)
+    with torch.no_grad():
+        for pname, p in m.named_parameters():
+            if "c_proj" in pname or pname == "smear_lambda":
+                p.normal_(0, 0.1, generator=torch.Generator().manual_seed(7))
+    x, y = torch.randint(0, 37, (2, 2, 12), generator=torch.Generator().manual_seed(8))
+    m(x, y)[1].backward()
+    silent = [n for n, p in m.named_parameters() if float(p.grad.abs().max()) == 0]
+    assert silent == [], silent
+    # the padding rows of the tables are never read
+    wte = dict(m.named_parameters())["transformer.wte.weight"]
+    assert wte.shape[0] == 64 and float(wte.grad[37:].abs().max()) == 0
+
+
+def test_today_s_initialisation_is_nanochat_s(models):
+    sd = _module(models, "nanochat", 1, 4, TODAY).state_dict()
+    torch.testing.assert_close(sd["resid_lambdas"],
+                               torch.tensor([1.15 - 0.10 * i / 5 for i in range(6)]))
+    torch.testing.assert_close(sd["x0_lambdas"],
+                               torch.tensor([0.20 - 0.15 * i / 5 for i in range(6)]))
+    assert float(sd["backout_lambda"]) == pytest.approx(0.2) and float(sd["smear_lambda"]) == 0
+    gate = sd["transformer.h.0.1.attn.ve_gate.weight"]
+    assert gate.shape == (1, 12) and 0 <= float(gate.min()) and float(gate.max()) <= 0.02
+    bound = 3 ** 0.5 / 96 ** 0.5  # the width is 6 heads of 16
+    assert float(sd["transformer.tail.0.1.mlp.c_fc.weight"].abs().max()) <= 0.4 * bound
+    assert float(sd["transformer.h.0.3.value_embed.weight"].abs().max()) <= bound
+    assert float(sd["transformer.wte.weight"].std()) == pytest.approx(0.8, rel=0.1)
+    # layers 1, 3 and 5 of 6 have a value embedding, as nanochat's `has_ve`
+    assert sorted(k for k in sd if k.endswith("value_embed.weight")) == [
+        "transformer.h.0.1.value_embed.weight", "transformer.h.0.3.value_embed.weight",
+        "transformer.tail.0.1.value_embed.weight"]
+
+
+@pytest.mark.parametrize("over,name,frags", [
+    ({"depth": 5}, "hev", ["5 % 2 = 0 is false"]),
+    ({"window": 13}, "hw", ["13 ≤ 12 is false"]),
+    ({"extras": 0}, "hx", ["0 = 1 is false"]),
+    ({"head_dim": 15, "aspect_ratio": 15}, "hrot", ["15 % 2 = 0 is false"]),
+])
+def test_today_s_hypotheses_name_a_bad_config(models, over, name, frags):
+    for model in ("nanochat", "nanochatLogits", "nanochatStep"):
+        with pytest.raises(ConfigError) as e:
+            models.graph(model, {"c": {**TODAY, **over}, "b": 1, "t": 4})
+        msg = str(e.value)
+        assert f"violate the hypothesis '{name} :" in msg and f"model '{model}'" in msg, msg
+        assert all(f in msg for f in frags), msg
 
 
 def test_the_validator_rejects_heads_that_do_not_divide(signatures):

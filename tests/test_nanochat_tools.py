@@ -93,3 +93,24 @@ def test_the_benchmark_compares_the_same_math():
     from bench import Row
 
     assert rows and all(isinstance(row, Row) and row.what for row in rows)
+
+
+def test_the_configs_carry_nanochat_s_optimizer_settings(tmp_path):
+    configs = [str(ROOT / "examples" / "nanochat" / f) for f in
+               ("config.json", "debug.json", "gpu.json")]
+    hparams = [sys.executable, str(SCRIPTS / "hparams.py")]
+    res = subprocess.run([*hparams, "--check", *configs], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    # a rate that is not nanochat's is found, and the script writes it back
+    import json
+
+    bad = tmp_path / "c.json"
+    cfg = json.loads(Path(configs[0]).read_text())
+    cfg["train"]["muon"]["groups"][0]["lr"] = 0.004
+    bad.write_text(json.dumps(cfg))
+    res = subprocess.run([*hparams, "--check", str(bad)], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 1 and "train.muon differs from nanochat's" in res.stdout
+    assert subprocess.run([*hparams, str(bad)], capture_output=True, timeout=120).returncode == 0
+    assert bad.read_text() == Path(configs[0]).read_text()

@@ -1,5 +1,6 @@
-"""NanoChat.lean trained by `tyr train` on BPE token shards: bits per byte, Muon with the
-warmdown schedule, gradient accumulation, cached sampling; under torchrun (2 gloo processes)
+"""NanoChat.lean (today's layout, with sliding windows) trained by `tyr train` on BPE token
+shards with the default config's optimizer (today's Muon): bits per byte, the warmdown
+schedule, gradient accumulation, cached sampling; under torchrun (2 gloo processes)
 with DDP and with FSDP2 it follows the single process with the same global batch, and a
 resumed FSDP run continues exactly; `tyr chat` talks to the trained run."""
 from __future__ import annotations
@@ -58,6 +59,7 @@ def _args(out: Path, shards: tuple[Path, int], *extra: str) -> list[str]:
     data, vocab = shards
     sets = {"model.c.vocab": vocab, "model.c.block": 16, "model.c.depth": 2,
             "model.c.aspect_ratio": 16, "model.c.head_dim": 16, "model.c.n_kv_head": 1,
+            "model.c.window": 5, "train.warmup_iters": 0,
             "task.data": data, "task.seq": 16, "train.batch": 8, "train.micro_batch": 2,
             "train.lr_decay_iters": 6, "train.warmdown_iters": 4, "train.eval_interval": 3,
             "train.eval_iters": 2, "train.checkpoint_interval": 3, "train.device": "cpu",
@@ -138,7 +140,10 @@ def test_two_processes_follow_one_with_the_global_batch(runs, one, mode):
     assert losses(two) == pytest.approx(losses(one), abs=1e-4)
     a, b = (load_file(r / "ckpt" / "model.safetensors") for r in (one, two))
     assert a.keys() == b.keys()  # whole tensors, also from the sharded run
-    assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-3
+    # At depth 2 the backout subtracts the last layer's own output, which the final norm makes
+    # scale-free: backout_lambda's gradient is rounding noise, which AdamW's normalisation
+    # magnifies to steps of its rate; every other weight agrees to float rounding.
+    assert max(float((a[k] - b[k]).abs().max()) for k in a if k != "backout_lambda") < 1e-4
 
 
 def test_a_resumed_fsdp_run_continues_exactly(tmp_path, shards, runs):

@@ -213,6 +213,9 @@ def test_non_json(signatures, doc, fragment):
     ({"kind": "normal", "std": -1.0}, "needs 'std'"),
     ({"kind": "uniform", "bound": "1"}, "needs 'bound'"),
     ({"kind": "zeros", "std": 1.0}, "init 'zeros' has unknown field \"std\""),
+    ({"kind": "interval", "lo": 0.5, "hi": 0.1}, "init 'interval' needs lo <= hi"),
+    ({"kind": "ramp", "first": 1.0}, "init 'ramp' needs 'last' to be a finite number"),
+    ({"kind": "fill", "value": "x"}, "needs 'value'"),
     ([1], "init must be an object, got a list"),
 ])
 def test_bad_init(signatures, init, fragment):

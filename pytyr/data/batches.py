@@ -4,9 +4,11 @@ Batch k of a stream is a pure function of (seed, k): its offsets come from a num
 seeded with (seed, k), so the stream's whole state is the counter `k`. Saving it in a
 checkpoint and loading it back makes a resumed run draw exactly the batches it would have.
 
-Ranks: step k draws `batch * world` offsets once, and rank r takes the r-th slice of them.
-The ranks' streams are therefore disjoint slices of one global stream, deterministic per
-rank, and together they equal a single process drawing batches of `batch * world`.
+Ranks and micro-batches: batch k belongs to global batch `k // accum`, whose
+`batch * world * accum` offsets are drawn once (seeded by it); micro-step `k % accum` of rank
+r takes its slice (`TaskContext.first_row`). The ranks' streams are therefore disjoint slices
+of one global stream, deterministic per rank, and together they equal a single process
+drawing the same global batches, however they are split into processes and micro-batches.
 """
 from __future__ import annotations
 
@@ -30,9 +32,9 @@ class RandomBatches:
     """
 
     def __init__(self, tokens: np.ndarray, batch: int, seq: int, *, seed: int,
-                 rank: int = 0, world: int = 1, device: str | torch.device | None = None,
-                 vocab_size: int | None = None):
-        for name, value in (("batch", batch), ("seq", seq), ("world", world)):
+                 rank: int = 0, world: int = 1, accum: int = 1,
+                 device: str | torch.device | None = None, vocab_size: int | None = None):
+        for name, value in (("batch", batch), ("seq", seq), ("world", world), ("accum", accum)):
             if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
                 raise ConfigError(f"RandomBatches: {name} must be a positive integer, "
                                   f"got {value!r}")
@@ -49,15 +51,18 @@ class RandomBatches:
             check_vocab(tokens, vocab_size, "RandomBatches")
         self.tokens = tokens
         self.batch, self.seq, self.seed = batch, seq, seed
-        self.rank, self.world = rank, world
+        self.rank, self.world, self.accum = rank, world, accum
         self.device = device
         self.step = 0  # the index of the next batch to draw
 
     def offsets(self, step: int) -> np.ndarray:
         """This rank's window starts for batch `step`: int64 [batch]."""
-        rng = np.random.default_rng([self.seed, step])
-        everyone = rng.integers(0, len(self.tokens) - self.seq, size=self.batch * self.world)
-        return everyone[self.rank * self.batch:(self.rank + 1) * self.batch]
+        group, at = divmod(step, self.accum)
+        rng = np.random.default_rng([self.seed, group])
+        everyone = rng.integers(0, len(self.tokens) - self.seq,
+                                size=self.batch * self.world * self.accum)
+        start = (at * self.world + self.rank) * self.batch
+        return everyone[start:start + self.batch]
 
     def batch_at(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Batch `step` of the stream without moving the cursor: (x, y), int64 [batch, seq]."""
@@ -80,7 +85,8 @@ class RandomBatches:
     def state_dict(self) -> dict[str, Any]:
         """JSON-safe cursor: the next step plus what the stream's identity depends on."""
         return {"step": self.step, "seed": self.seed, "batch": self.batch, "seq": self.seq,
-                "rank": self.rank, "world": self.world, "n_tokens": len(self.tokens)}
+                "rank": self.rank, "world": self.world, "accum": self.accum,
+                "n_tokens": len(self.tokens)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from `state`; refuses a state from a differently configured stream, which

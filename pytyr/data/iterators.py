@@ -9,8 +9,11 @@ A *row* is a window of `seq + 1` tokens: x = row[:-1], y = row[1:].
   crossing shard boundaries, so a pass reads every token. Looping, the stream wraps: step k
   starts at token k * batch * world * seq modulo its length, so each epoch reads every token
   and none is dropped. With `bos_id` the rows are BOS-aligned instead (nanochat's layout, see
-  `bos_aligned_starts`): every row starts at a document's BOS, a step's rows come from one
-  shard, and the rows a shard cannot fill a whole step with are skipped (`dropped_rows`).
+  `bos_aligned_starts`): every row starts at a document's BOS, and the rows of all shards, in
+  order, are one list that wraps row by row: row i of the stream is row i modulo their
+  count, so an epoch reads every row and none is dropped. Either way batch k of rank r is
+  rows `(k * world + r) * batch …` of one stream, whatever the world size: W processes with
+  batch b read what one process reads with batch W·b (wraps included).
 * `BatchIterator` is one finite pass with dynamic dimensions: ranks take rows strided
   (row i goes to rank i % world) and the last, short batch is handled as the caller chose with
   `last=` ("drop", "short" or "pad"; there is no default).
@@ -139,9 +142,9 @@ class _Rows:
     def start(self, shard: int, row: int) -> int:
         return row * self.seq if self.starts is None else int(self.starts[shard][row])
 
-    def rows(self, shard: int, first: int, count: int) -> np.ndarray:
-        """BOS-aligned rows first..first+count-1 of a shard: int64 [count, seq + 1]."""
-        idx = self.starts[shard][first:first + count, None] + np.arange(self.seq + 1)
+    def rows(self, shard: int, which: np.ndarray) -> np.ndarray:
+        """BOS-aligned rows `which` of a shard: int64 [len(which), seq + 1]."""
+        idx = self.starts[shard][which, None] + np.arange(self.seq + 1)
         return np.asarray(self.arrays[shard][idx], dtype=np.int64)
 
 
@@ -156,11 +159,11 @@ class SequentialBatchIterator:
     """
 
     def __init__(self, shards: Source | Sequence[Source], batch: int, seq: int, *,
-                 rank: int = 0, world: int = 1, bos_id: int | None = None, loop: bool = False,
-                 vocab_size: int | None = None, fmt: Format | None = None,
+                 rank: int = 0, world: int = 1, accum: int = 1, bos_id: int | None = None,
+                 loop: bool = False, vocab_size: int | None = None, fmt: Format | None = None,
                  device: str | torch.device | None = None):
         owner = type(self).__name__
-        _positive(owner, batch=batch, seq=seq, world=world)
+        _positive(owner, batch=batch, seq=seq, world=world, accum=accum)
         _check_rank(owner, rank, world)
         arrays, names = load_shards(shards, vocab_size, fmt)
         self.batch, self.seq, self.rank, self.world = batch, seq, rank, world
@@ -168,13 +171,18 @@ class SequentialBatchIterator:
         self.vocab_size = vocab_size  # every token was checked below it
         self.tokens = sum(len(a) for a in arrays)
         self.step_tokens = batch * world * seq  # the stream advances this much per step
+        # One optimizer step reads `accum` steps: the data must hold that much, whatever the
+        # split into processes and micro-batches.
+        self._global = (batch * world * accum, f"batch {batch} x world {world}"
+                        + (f" x {accum} micro-batches" if accum > 1 else ""))
         if bos_id is None:
             self._stream, self._rows = _Stream([np.asarray(a) for a in arrays]), None
-            if self.tokens < self.step_tokens + 1:
+            rows, why = self._global
+            if self.tokens < rows * seq + 1:
                 raise DataError(f"{', '.join(names)}: {self.tokens} tokens are too few for one "
-                                f"step of {batch * world} rows of {seq} tokens (batch {batch} "
-                                f"x world {world}), which reads {self.step_tokens + 1} tokens "
-                                f"(rows packed end to end, plus the last row's last target)")
+                                f"step of {rows} rows of {seq} tokens ({why}), which reads "
+                                f"{rows * seq + 1} tokens (rows packed end to end, plus the "
+                                f"last row's last target)")
             self.steps_per_epoch = (self.tokens - 1) // self.step_tokens
             self.dropped_rows = 0 if loop else \
                 (self.tokens - 1) // seq - self.steps_per_epoch * batch * world
@@ -185,21 +193,19 @@ class SequentialBatchIterator:
 
     def _init_bos_aligned(self, names: list[str]) -> None:
         counts, per_step = self._rows.counts, self.batch * self.world
-        steps = [c // per_step for c in counts]
-        self.dropped_rows = sum(c - s * per_step for c, s in zip(counts, steps))
-        self._first_step = np.cumsum([0] + steps).tolist()  # first global step of each shard
-        if not any(steps):
+        self._first_row = np.cumsum([0] + counts)  # global index of each shard's first row
+        self.rows_total = int(self._first_row[-1])
+        self.dropped_rows = 0 if self.loop else self.rows_total % per_step
+        rows, why = self._global
+        if self.rows_total < rows:
             docs = sum(int(np.count_nonzero(a == self.bos_id)) for a in self._rows.arrays)
-            where = (f"; a step's rows come from one shard and the most in one is {max(counts)}"
-                     if sum(counts) >= per_step else "")
             raise DataError(f"{', '.join(names)}: too few BOS-aligned rows for one step of "
-                            f"{per_step} rows of {self.seq + 1} tokens (batch {self.batch} x "
-                            f"world {self.world}): the {self.tokens} tokens hold {docs} BOS "
-                            f"(document starts), of which {sum(counts)} start a row (a row "
+                            f"{rows} rows of {self.seq + 1} tokens ({why}): the "
+                            f"{self.tokens} tokens hold {docs} BOS "
+                            f"(document starts), of which {self.rows_total} start a row (a row "
                             f"starts at a BOS at least {self.seq} tokens after the previous "
-                            f"row's and needs {self.seq + 1} tokens before its shard's end)"
-                            f"{where}")
-        self.steps_per_epoch = self._first_step[-1]
+                            f"row's and needs {self.seq + 1} tokens before its shard's end)")
+        self.steps_per_epoch = self.rows_total // per_step
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -215,15 +221,18 @@ class SequentialBatchIterator:
         """The pass the next step is in (packed: the pass its first token is in)."""
         if self._stream is not None and self.loop:
             return self.step * self.step_tokens // self.tokens
+        if self._stream is None and self.loop:
+            return self.step * self.batch * self.world // self.rows_total
         return self.step // self.steps_per_epoch
 
     def __len__(self) -> int:
-        """Whole steps in one pass (packed and looping, an epoch is tokens / step_tokens)."""
+        """Whole steps in one pass (looping, an epoch is tokens / step_tokens packed, rows /
+        step rows BOS-aligned, and steps cross the wrap)."""
         return self.steps_per_epoch
 
     def batch_at(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Batch `step` without moving the cursor: (x, y), int64 [batch, seq]."""
-        k = step if self.loop and self._stream is not None else step % self.steps_per_epoch
+        k = step if self.loop else step % self.steps_per_epoch
         if self._stream is not None:
             # one read of batch * seq + 1 tokens; x and y are views of one buffer (made by
             # numpy: a torch slice and view cost as much again as the read)
@@ -233,13 +242,23 @@ class SequentialBatchIterator:
             x = torch.from_numpy(buf[:-1].reshape(shape))
             y = torch.from_numpy(buf[1:].reshape(shape))
         else:
-            shard = bisect.bisect_right(self._first_step, k) - 1
-            first = ((k - self._first_step[shard]) * self.world + self.rank) * self.batch
-            rows = torch.from_numpy(self._rows.rows(shard, first, self.batch))
+            first = (k * self.world + self.rank) * self.batch
+            rows = torch.from_numpy(self._aligned_rows(first))
             x, y = rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
         if self.device is not None:
             x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
         return x, y
+
+    def _aligned_rows(self, first: int) -> np.ndarray:
+        """Rows first … first + batch - 1 of the BOS-aligned stream (wrapping row by row over
+        the shards' rows in order): int64 [batch, seq + 1]."""
+        wanted = (first + np.arange(self.batch)) % self.rows_total
+        shards = np.searchsorted(self._first_row, wanted, side="right") - 1
+        out = np.empty((self.batch, self.seq + 1), dtype=np.int64)
+        for s in np.unique(shards):
+            mine = shards == s
+            out[mine] = self._rows.rows(int(s), wanted[mine] - int(self._first_row[s]))
+        return out
 
     def __iter__(self) -> SequentialBatchIterator:
         return self

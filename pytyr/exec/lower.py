@@ -17,6 +17,7 @@ position.
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Any
 
 import torch
@@ -57,6 +58,13 @@ def init_tensor(param: Param, seed: int) -> torch.Tensor:
         return torch.zeros(shape, dtype=dtype)
     if kind == "ones":
         return torch.ones(shape, dtype=dtype)
+    if kind == "fill":
+        return torch.full(shape, float(param.init["value"]), dtype=dtype)
+    if kind == "ramp":  # first + (last - first) · i / max(n - 1, 1), in float64, row-major
+        n = math.prod(shape)
+        first, last = float(param.init["first"]), float(param.init["last"])
+        i = torch.arange(n, dtype=torch.float64)
+        return (first + (last - first) * i / max(n - 1, 1)).to(dtype).reshape(shape)
     digest = hashlib.blake2b(f"{seed}\0{param.path}".encode(), digest_size=8).digest()
     gen = torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 1)
     out = torch.empty(shape, dtype=dtype)
@@ -65,6 +73,8 @@ def init_tensor(param: Param, seed: int) -> torch.Tensor:
     if kind == "uniform":
         bound = float(param.init["bound"])
         return out.uniform_(-bound, bound, generator=gen)
+    if kind == "interval":
+        return out.uniform_(float(param.init["lo"]), float(param.init["hi"]), generator=gen)
     raise ExecError(f"parameter {param.path!r}: unknown init kind {kind!r}")
 
 

@@ -54,7 +54,7 @@ def _tokenizer(cls: type, run: dict[str, Any], run_dir: Path) -> tuple[Any, int 
 
 
 def _architecture(weights: dict[str, Any], run_dir: Path) -> str:
-    if "lm_head" in weights:
+    if "lm_head" in weights or "lm_head.weight" in weights:  # January's layout, or today's
         return "nanochat"
     if "wpe" in weights:
         return "gpt2"

@@ -13,9 +13,15 @@ ReLU² MLP (`hidden_act = "relu2"`), no biases, an untied head and the logits so
     blocks.i.mlp.c_fc / c_proj   model.layers.i.mlp.fc1 / fc2 .weight
     lm_head [V, C]               lm_head.weight
 
-The norms' eps is Tyr's `rmsNorm3`/`rmsNorm4` default, 1e-6. A checkpoint with any other key
-(value embeddings, per-layer scalars, … of later nanochat versions) has no counterpart there
-and is refused with every problem listed.
+The norms' eps is Tyr's `rmsNorm3`/`rmsNorm4` default, 1e-6. That is NanoChat.lean's
+January layout (`nanochatJan`, config `extras = 0`); the rows of padded tables (`pad_vocab_to`)
+are never read and are left out. Today's nanochat (`nanochat`, `extras = 1`) has no
+counterpart there and is refused by name, feature by feature: its value embeddings, per-layer
+residual and x0 scalars, smear and backout (transformers' `NanoChatModel` has none of them),
+queries and keys scaled by `qk_scale` (its attention scales by `head_dim^-½` only) and sliding
+windows (it attends over the whole context). So is a January config with `qk_scale ≠ 1`. A
+checkpoint with any other key has no counterpart either and is refused with every problem
+listed.
 """
 from __future__ import annotations
 
@@ -31,6 +37,29 @@ _PER_BLOCK = {"attn.c_q": "self_attn.q_proj.weight", "attn.c_k": "self_attn.k_pr
               "mlp.c_fc": "mlp.fc1.weight", "mlp.c_proj": "mlp.fc2.weight"}
 
 
+# Today's features, each with what shows it in a run's weights or config values.
+TODAY = {"value embeddings": "value_embed.weight", "per-layer residual scalars": "resid_lambdas",
+         "per-layer x0 scalars": "x0_lambdas", "smear": "smear_lambda",
+         "backout": "backout_lambda"}
+
+
+def _refuse_today(weights: dict[str, Any], c: dict[str, Any], where: str) -> None:
+    """A `ConfigError` naming every feature of today's nanochat in the run, which transformers'
+    NanoChat has no place for."""
+    found = [name for name, key in TODAY.items() if any(k.endswith(key) for k in weights)]
+    if c.get("qk_scale", 1.0) != 1.0:
+        found.append(f"queries and keys scaled by qk_scale {c['qk_scale']} (NanoChat scales "
+                     f"attention by head_dim^-1/2 only)")
+    if c.get("window", c.get("block")) != c.get("block"):
+        found.append(f"sliding windows of {c['window']} in a context of {c['block']} (NanoChat "
+                     f"attends over the whole context)")
+    if found:
+        raise ConfigError(f"{where}: the run has features of today's nanochat that "
+                          f"transformers' NanoChatForCausalLM has no counterpart for: "
+                          f"{'; '.join(found)}; export a run of January's layout (model "
+                          f"nanochatJan, examples/nanochat/january.json)")
+
+
 def _sizes(values: dict[str, Any], where: str) -> dict[str, Any]:
     """NanoChat.lean's derived sizes from the run's config values."""
     c = values.get("c") if isinstance(values, dict) else None
@@ -40,16 +69,21 @@ def _sizes(values: dict[str, Any], where: str) -> dict[str, Any]:
         raise ConfigError(f"{where}: model.c needs {', '.join(keys)} (NanoChat.lean's config)")
     width = c["depth"] * c["aspect_ratio"]
     heads = -(-width // c["head_dim"])
-    return {"vocab": c["vocab"], "width": width, "heads": heads, "kv_heads": c["n_kv_head"],
+    pad = c.get("pad_vocab_to", 1)
+    rows = -(-c["vocab"] // pad) * pad if isinstance(pad, int) and pad > 0 else c["vocab"]
+    return {"vocab": c["vocab"], "rows": rows, "width": width, "heads": heads,
+            "kv_heads": c["n_kv_head"],
             "head": width // heads, "layers": c["depth"], "positions": c["block"],
             "rope_base": float(c["rope_base"]), "softcap": float(c["softcap"])}
 
 
 def nanochat_tensors(weights: dict[str, Any], values: dict[str, Any], where: str
                      ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(NanoChat state dict, sizes) from our weights; every layout problem listed at once."""
+    """(NanoChat state dict, sizes) from our weights; today's features refused by name, then
+    every layout problem listed at once."""
     s = _sizes(values, where)
-    v, c, kv = s["vocab"], s["width"], s["kv_heads"] * s["head"]
+    _refuse_today(weights, values["c"], where)
+    v, c, kv = s["rows"], s["width"], s["kv_heads"] * s["head"]
     block = {"attn.c_q": (c, c), "attn.c_k": (kv, c), "attn.c_v": (kv, c),
              "attn.c_proj": (c, c), "mlp.c_fc": (4 * c, c), "mlp.c_proj": (c, 4 * c)}
     expected = {"wte": (v, c), "lm_head": (v, c),
@@ -66,7 +100,9 @@ def nanochat_tensors(weights: dict[str, Any], values: dict[str, Any], where: str
         raise SafeTensorsError(where, "model-mismatch", f"the weights do not have NanoChat's "
                                f"layout ({len(problems)} problem{'s' * (len(problems) != 1)})",
                                problems)
-    out = {"model.embed_tokens.weight": weights["wte"], "lm_head.weight": weights["lm_head"]}
+    vocab = s["vocab"]  # the padding rows are never read
+    out = {"model.embed_tokens.weight": weights["wte"][:vocab].contiguous(),
+           "lm_head.weight": weights["lm_head"][:vocab].contiguous()}
     for k, t in weights.items():
         m = _BLOCK.fullmatch(k)
         if m:

@@ -15,9 +15,12 @@ FORMAT = "tyr.graph"
 VERSION = 2  # 2: an i64 input carries its bound (docs/ir.md, "Versioning")
 DTYPES = ("f32", "i64")
 INIT_KINDS = {"zeros": (), "ones": (), "normal": ("std",), "uniform": ("bound",),
+              "interval": ("lo", "hi"), "fill": ("value",), "ramp": ("first", "last"),
               "checkpoint": ("file", "key")}
-# Init fields that are strings (a checkpoint's file and tensor name); the others are numbers.
+# Init fields that are strings (a checkpoint's file and tensor name); the others are numbers,
+# non-negative (a std, a bound) but for values of the tensor itself, which may have any sign.
 INIT_STRING_FIELDS = ("file", "key")
+INIT_SIGNED_FIELDS = ("lo", "hi", "value", "first", "last")
 
 AttrValue = int | float | list[int]
 

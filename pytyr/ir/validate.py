@@ -18,8 +18,8 @@ import re
 from typing import Any, Protocol, runtime_checkable
 
 from pytyr.errors import IRError, TyrError
-from pytyr.ir.graph import (DTYPES, FORMAT, INIT_KINDS, INIT_STRING_FIELDS, VERSION, Graph,
-                            Input, Node, Output)
+from pytyr.ir.graph import (DTYPES, FORMAT, INIT_KINDS, INIT_SIGNED_FIELDS, INIT_STRING_FIELDS,
+                            VERSION, Graph, Input, Node, Output)
 from pytyr.ir.graph import Param, TensorType
 
 MAX_RANK = 8
@@ -258,12 +258,16 @@ class _Checker:
                     self.add(f"{where}: init {kind!r} needs {key!r} to be a non-empty string, "
                              f"got {_show(x)}")
                     out["bad"] = True
-            elif _is_finite(x) and x >= 0:
+            elif _is_finite(x) and (x >= 0 or key in INIT_SIGNED_FIELDS):
                 out[key] = float(x)
             else:
-                self.add(f"{where}: init {kind!r} needs {key!r} to be a finite non-negative "
+                sign = "" if key in INIT_SIGNED_FIELDS else " non-negative"
+                self.add(f"{where}: init {kind!r} needs {key!r} to be a finite{sign} "
                          f"number, got {_show(x)}")
                 out["bad"] = True
+        if kind == "interval" and "bad" not in out and out["lo"] > out["hi"]:
+            self.add(f"{where}: init 'interval' needs lo <= hi, got [{out['lo']}, {out['hi']}]")
+            out["bad"] = True
         return None if "bad" in out else out
 
     def attrs(self, value: Any, where: str, field: str = "attrs") -> dict[str, Any] | None:

@@ -219,11 +219,11 @@ def _layout(ev: Evaluator, sinfo: StructInfo, sty: App,
             if f.default is None:
                 raise Fail(f.pos, f"parameter '{path}' has no initialiser; write "
                                   f"`{f.name} : {show(fty)} := normal 0.02` (or zeros, ones, "
-                                  f"uniform)")
+                                  f"uniform, interval, fill, ramp)")
             init = ev.eval(f.default, s)
             if not isinstance(init, InitV):
                 raise Fail(f.pos, f"the default of parameter '{path}' must be an initialiser "
-                                  f"(normal, uniform, zeros, ones)")
+                                  f"(normal, uniform, zeros, ones, interval, fill, ramp)")
             spec: dict[str, Any] = {"kind": init.kind}
             for k, v in init.args:
                 spec[k] = to_python(v, f.pos, f"initialiser argument '{k}' of '{path}'")

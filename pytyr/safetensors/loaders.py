@@ -184,6 +184,12 @@ def load_model(module: Any, weights: Weights | str | os.PathLike[str], *, strict
     with torch.no_grad():
         for name, dst in state.items():
             if name in w.specs:
-                dst.copy_(w.tensor(name))
+                src = w.tensor(name)
+                if hasattr(dst, "device_mesh"):  # a shard (FSDP2): every rank read it whole
+                    from torch.distributed.tensor import distribute_tensor
+
+                    src = distribute_tensor(src.to(dst.device), dst.device_mesh,
+                                            dst.placements, src_data_rank=None)
+                dst.copy_(src)
                 done.append(name)
     return done

@@ -5,12 +5,15 @@ graph whose last output is the scalar loss) on `task`'s batches:
 
 - each optimizer step takes `accum` micro-batches per process (`TrainConfig.accumulation`);
   micro-batch `k` is `task.batch(k)` passed through the task's `step_inputs` hook with a
-  `StepRNG(seed, k)`, so the whole data stream is a pure function of the step;
+  `StepRNG(seed, k, rank, world, accum)`, so the whole data stream is a pure function of the
+  step, and step s is the same global batch for every world size and micro-batch split
+  (`TaskContext.first_row`): 1 and N processes agree at every step, epochs wrapped or not;
 - the rate follows `settings.lr_multiplier` for every optimizer group; gradients are clipped
   to `grad_clip` (the norm is always measured); AdamW is fused where torch has it, Muon is
   the alternative (`optim.py`); the forward runs under autocast when `precision` says so;
 - every `eval_interval` steps (and at step 0 and the end) the task's fixed evaluation batches
-  are run and their metrics averaged over batches and ranks;
+  are run (this rank's micro-batches of the same global batches for every world size) and
+  their metrics averaged over micro-batches and ranks (equal sizes: the global mean);
 - every `checkpoint_interval` steps (and at the end) rank 0 writes a checkpoint holding
   every rank's RNG state, so `run(resume=True)` continues exactly where the run was; an
   evaluation with the lowest `val` loss so far also writes the weights to `best/`;
@@ -41,7 +44,7 @@ from pytyr.process import StopRequest
 from pytyr.train import distributed
 from pytyr.train.checkpoint import (capture_rng, load_checkpoint, read_state, resolve,
                                     restore_rng, save_checkpoint)
-from pytyr.train.optim import make_optimizers, set_rate
+from pytyr.train.optim import make_optimizers, schedule_muon, set_rate
 from pytyr.train.report import write_outputs
 from pytyr.train.settings import TrainConfig, lr_multiplier
 from pytyr.train.task import Batch, StepRNG, Task
@@ -115,7 +118,7 @@ class Engine:
         return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
     def micro_batch(self, k: int) -> Batch:
-        rng = StepRNG(self.cfg.seed, k, self.rank, self.world)
+        rng = StepRNG(self.cfg.seed, k, self.rank, self.world, self.accum)
         return self.task.step_inputs(self.task.batch(k), rng)
 
     # -- evaluation ---------------------------------------------------------------------------
@@ -303,6 +306,7 @@ class Engine:
         for it in range(start, cfg.max_iters):
             mult = lr_multiplier(it, cfg)
             set_rate(self.optimizers, mult)
+            schedule_muon(self.optimizers, it, cfg)
             for opt in self.optimizers:
                 opt.zero_grad(set_to_none=True)
             # The stop request rides on the loss's mean: every rank stops after the same step.

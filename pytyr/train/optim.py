@@ -43,11 +43,14 @@ def check_names(cfg: TrainConfig, paths: list[str], where: str, model: str) -> N
     optimizer."""
     if cfg.optimizer != "muon":
         return
-    for key in ("embedding_names", "head_names"):
-        for name in getattr(cfg.muon, key):
+    lists = [(f"train.muon.{key}", getattr(cfg.muon, key))
+             for key in ("embedding_names", "head_names")]
+    lists += [(f"train.muon.groups.{i}.names", g.names) for i, g in enumerate(cfg.muon.groups)]
+    for key, names in lists:
+        for name in names:
             if not any(path_matches(p, (name,)) for p in paths):
                 shown = ", ".join(paths[:8]) + (", ..." if len(paths) > 8 else "")
-                raise ConfigError(f"{where}: 'train.muon.{key}' names {name!r}, which matches no "
+                raise ConfigError(f"{where}: '{key}' names {name!r}, which matches no "
                                   f"parameter of model '{model}' (its parameters: {shown}); "
                                   f"give only names of its path segments, or []")
 
@@ -64,11 +67,18 @@ def make_optimizers(module: nn.Module, cfg: TrainConfig,
         m = cfg.muon
         check_names(cfg, [n for n, p in module.named_parameters() if p.requires_grad],
                     "the train config", type(module).__name__)
+        groups = [{"name": g.name, "names": g.names, "lr": g.lr, "weight_decay": g.weight_decay,
+                   "betas": (cfg.beta1 if g.beta1 is None else g.beta1,
+                             cfg.beta2 if g.beta2 is None else g.beta2)} for g in m.groups]
         opts = make_muon(module, embedding_names=m.embedding_names, head_names=m.head_names,
                          muon_lr=m.lr, momentum=m.momentum, nesterov=m.nesterov,
                          ns_steps=m.ns_steps, muon_weight_decay=m.weight_decay,
                          embedding_lr=m.embedding_lr, head_lr=m.head_lr, scalar_lr=m.scalar_lr,
-                         betas=betas, eps=cfg.eps)
+                         betas=betas, eps=cfg.eps, adamw_groups=groups,
+                         orthogonalizer=m.orthogonalizer, momentum_form=m.momentum_form,
+                         normuon_beta2=m.normuon_beta2, equilibrate=m.equilibrate,
+                         renormalize=m.renormalize,
+                         cautious_weight_decay=m.cautious_weight_decay)
     for opt in opts:
         for group in opt.param_groups:
             group["initial_lr"] = group["lr"]
@@ -79,3 +89,16 @@ def set_rate(optimizers: list[torch.optim.Optimizer], multiplier: float) -> None
     for opt in optimizers:
         for group in opt.param_groups:
             group["lr"] = group["initial_lr"] * multiplier
+
+
+def schedule_muon(optimizers: list[torch.optim.Optimizer], step: int, cfg: TrainConfig) -> None:
+    """Muon's momentum and weight decay of 0-based `step` (`settings.muon_momentum`,
+    `muon_weight_decay`), set on every Muon group; nothing for other optimizers."""
+    from pytyr.train.muon import Muon
+    from pytyr.train.settings import muon_momentum, muon_weight_decay
+
+    for opt in optimizers:
+        if isinstance(opt, Muon):
+            for group in opt.param_groups:
+                group["momentum"] = muon_momentum(step, cfg)
+                group["weight_decay"] = muon_weight_decay(step, cfg)

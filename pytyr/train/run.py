@@ -108,8 +108,9 @@ def graph_values(source: ModelSource, model: str, raw: dict[str, Any], where: st
         return dict(cfg.model)
     cls = task_class(cfg.task, where)
     sample_options(cls, cfg.sample, where)  # checked as `tyr train` would, though unused here
-    micro, _ = cfg.train.accumulation(1, where)
-    task = cls(task_options(cls, cfg.task, where), TaskContext(micro, cfg.train.seed))
+    micro, accum = cfg.train.accumulation(1, where)
+    task = cls(task_options(cls, cfg.task, where),
+               TaskContext(micro, cfg.train.seed, accum=accum))
     return fill_dims(source.declaration(model), cfg.model, task.feeds(), task.sizes(),
                      task.name, partial=True)
 
@@ -139,7 +140,7 @@ def train(source: ModelSource, model: str, raw: dict[str, Any], where: str, *,
                                                     overwrite=overwrite) as claimed:
         micro, accum = cfg.train.accumulation(env.world, where)
         task = cls(options, TaskContext(micro, cfg.train.seed, distributed.rank(), env.world,
-                                        where))
+                                        where, accum))
         decl = source.declaration(model)
         place = _where(source, decl, model)
         feeds, expects = task.feeds(), task.expects()

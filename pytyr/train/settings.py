@@ -20,13 +20,31 @@ from pytyr.errors import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)
+class AdamWGroup:
+    """One AdamW group of `train.muon.groups`: the parameters with a path segment in `names`."""
+
+    name: str = setting(doc="the group's name (for messages)")
+    names: tuple[str, ...] = setting(doc="path segments of its parameters")
+    lr: float = setting(gt=0)
+    beta1: float | None = setting(None, ge=0, lt=1, doc="default train.beta1")
+    beta2: float | None = setting(None, ge=0, lt=1, doc="default train.beta2")
+    weight_decay: float = setting(0.0, ge=0)
+
+
+@dataclasses.dataclass(frozen=True)
 class MuonSettings:
-    """Muon for hidden matrices, AdamW for embeddings, head and scalars (train.optimizer=muon)."""
+    """Muon for hidden matrices, AdamW for embeddings, head and scalars (train.optimizer=muon).
+
+    The defaults are the classic Muon (Newton-Schulz, heavy-ball momentum); today's nanochat
+    sets `orthogonalizer=polar_express`, `momentum_form=ema`, `normuon_beta2=0.9`,
+    `equilibrate`, `renormalize`, `cautious_weight_decay`, the momentum schedule 0.85 → 0.97
+    over 400 steps → 0.90 over the lr warmdown, a cosine weight decay, and its AdamW `groups`
+    (`examples/nanochat/config.json`)."""
 
     lr: float = setting(0.02, gt=0, doc="Muon's rate for hidden matrices")
     momentum: float = setting(0.95, ge=0, lt=1)
     nesterov: bool = True
-    ns_steps: int = setting(5, ge=1, le=100, doc="Newton-Schulz iterations")
+    ns_steps: int = setting(5, ge=1, le=100, doc="orthogonalisation iterations")
     weight_decay: float = setting(0.0, ge=0)
     embedding_names: tuple[str, ...] = setting(("wte", "wpe"), doc="path segments of embeddings "
                                                 "(each must match a parameter)")
@@ -35,6 +53,32 @@ class MuonSettings:
     embedding_lr: float = setting(0.2, gt=0)
     head_lr: float = setting(0.004, gt=0)
     scalar_lr: float = setting(0.02, gt=0)
+    orthogonalizer: Literal["newton_schulz", "polar_express"] = setting(
+        "newton_schulz", doc="polar_express: Polar Express (at most 5 ns_steps)")
+    momentum_form: Literal["heavy_ball", "ema"] = setting(
+        "heavy_ball", doc="ema: buf ← lerp(buf, g, 1-μ), as nanochat")
+    normuon_beta2: float | None = setting(None, ge=0, lt=1, doc="NorMuon's per-neuron second "
+                                          "moment decay (nanochat 0.9); null: off")
+    equilibrate: bool = setting(False, doc="MuonEq: rows scaled to the mean row norm first")
+    renormalize: bool = setting(False, doc="Muon+: the update's norm set to √min(rows, cols)")
+    cautious_weight_decay: bool = setting(False, doc="decay only where update and weight "
+                                          "agree in sign")
+    weight_decay_schedule: Literal["constant", "cosine"] = setting(
+        "constant", doc="cosine: weight_decay · ½(1 + cos(π step / lr_decay_iters)), as "
+        "nanochat")
+    momentum_start: float | None = setting(None, ge=0, lt=1, doc="the momentum rises from this "
+                                           "to `momentum` over momentum_warmup_iters")
+    momentum_warmup_iters: int = setting(0, ge=0)
+    momentum_end: float | None = setting(None, ge=0, lt=1, doc="the momentum falls to this "
+                                         "over train.warmdown_iters")
+    groups: tuple[AdamWGroup, ...] = setting((), doc="AdamW groups tried before the names "
+                                             "above: each {name, names, lr, beta1, beta2, "
+                                             "weight_decay}")
+
+    def check(self, where: str) -> None:
+        if self.orthogonalizer == "polar_express" and self.ns_steps > 5:
+            raise ConfigError(f"{where}: 'train.muon.ns_steps' {self.ns_steps}: Polar Express "
+                              f"has coefficients for at most 5 steps")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,3 +207,29 @@ def lr_multiplier(step: int, cfg: TrainConfig) -> float:
     ratio = (step - start) / max(1, end - start)
     coeff = 0.5 * (1.0 + math.cos(math.pi * ratio)) if cfg.schedule == "cosine" else 1 - ratio
     return (cfg.min_lr + coeff * (cfg.lr - cfg.min_lr)) / cfg.lr
+
+
+def muon_momentum(step: int, cfg: TrainConfig) -> float:
+    """Muon's momentum at 0-based `step`: nanochat's schedule when `momentum_start` or
+    `momentum_end` is set (from `momentum_start` up to `momentum` over the first
+    `momentum_warmup_iters` steps, then down to `momentum_end` over the lr warmdown)."""
+    m = cfg.muon
+    if m.momentum_start is not None and step < m.momentum_warmup_iters:
+        frac = step / m.momentum_warmup_iters
+        return (1 - frac) * m.momentum_start + frac * m.momentum
+    if m.momentum_end is not None and cfg.warmdown_iters:
+        start = cfg.decay_iters - cfg.warmdown_iters
+        if step >= start:
+            frac = min(1.0, (step - start) / cfg.warmdown_iters)
+            return m.momentum * (1 - frac) + m.momentum_end * frac
+    return m.momentum
+
+
+def muon_weight_decay(step: int, cfg: TrainConfig) -> float:
+    """Muon's weight decay at 0-based `step` (`weight_decay_schedule`; the cosine's horizon is
+    the lr decay's end, `lr_decay_iters`, by default `max_iters`: nanochat's num_iterations)."""
+    m = cfg.muon
+    if m.weight_decay_schedule == "cosine":
+        ratio = min(1.0, step / cfg.decay_iters)
+        return m.weight_decay * 0.5 * (1 + math.cos(math.pi * ratio))
+    return m.weight_decay

@@ -11,13 +11,19 @@ loop, the optimizer, checkpoints and the ranks. A task
   checks that the ids it loads lie below their bound (the data's vocabulary);
 - names the outputs it reads (`Expect`): the last output is always the scalar loss;
 - gives batches: `batch(k)` is micro-batch `k` of this rank as a dict keyed by input name, a
-  pure function of `k` (so a checkpoint needs only the step to resume exactly); rank r of W
-  takes the r-th slice of one global draw, so W ranks see what one process would;
+  pure function of `k` (so a checkpoint needs only the step to resume exactly). Optimizer
+  step `s` reads one *global batch* of `train.batch` rows, rows `s·B … s·B + B - 1` of the
+  task's stream whatever the world size: micro-batch `k` of rank r is rows
+  `k·micro·world + r·micro …` of it (`TaskContext.first_row`), and what is drawn at random is
+  drawn once per global batch and sliced (`StepRNG`, `RandomBatches`), so W ranks see what
+  one process would, epoch wraps included;
 - may draw per-step random inputs (noise levels, timesteps, masks) in `step_inputs(batch,
   rng)`, the hook that makes diffusion and flow matching new tasks rather than new loops:
   `rng` (`StepRNG`) is seeded by (run seed, k) and slices each global draw by rank;
-- evaluates: `eval_batches(split)` are fixed batches, `eval_metrics` turns one batch's
-  outputs into numbers (the engine averages them over batches and ranks), and
+- evaluates: `eval_batches(split, iters)` are this rank's micro-batches of the first `iters`
+  global batches of a fixed stream (`TaskContext.eval_micro_batches`), the same rows for any
+  world size; `eval_metrics` turns one micro-batch's outputs into numbers (the engine
+  averages them over micro-batches and ranks: equal sizes, so the global mean), and
   `summarize_metrics` may derive ratios of those means (bits per byte);
 - may sample (`sample`) from the trained weights, through a factory that instantiates any
   `@[model]` of the file for given role sizes.
@@ -68,22 +74,27 @@ class Expect:
 
 
 class StepRNG:
-    """Randomness for the extra inputs of micro-step `k`: a generator seeded by (seed, k).
+    """Randomness for the extra inputs of micro-step `k`: a generator seeded by (seed, the
+    global batch `k // accum`).
 
-    Every draw is made for the global batch (`rows * world` along dim 0) and this rank keeps
-    its slice, so a run on W processes draws exactly what a single process would. Tasks must
-    draw through these methods (or `global_draw`), never from the global torch RNG.
+    Every draw is made for the whole global batch (`rows * world * accum` along dim 0) and
+    this micro-step of this rank keeps its slice, so a run on W processes, with any split into
+    micro-batches, draws exactly what a single process would. Tasks must draw through these
+    methods (or `global_draw`), never from the global torch RNG.
     """
 
-    def __init__(self, seed: int, k: int, rank: int = 0, world: int = 1):
-        self.generator = torch.Generator().manual_seed(_mix(seed, k))
-        self.rank, self.world = rank, world
+    def __init__(self, seed: int, k: int, rank: int = 0, world: int = 1, accum: int = 1):
+        step, self.at = divmod(k, accum)  # the global batch, and the micro-step within it
+        self.generator = torch.Generator().manual_seed(_mix(seed, step))
+        self.rank, self.world, self.accum = rank, world, accum
 
     def global_draw(self, draw: Callable[[int, torch.Generator], torch.Tensor],
                     rows: int) -> torch.Tensor:
-        """`draw(rows * world, generator)`, sliced to this rank's `rows` rows."""
-        out = draw(rows * self.world, self.generator)
-        return out[self.rank * rows:(self.rank + 1) * rows]
+        """`draw(rows * world * accum, generator)` (the global batch), sliced to this rank's
+        `rows` rows of this micro-step."""
+        out = draw(rows * self.world * self.accum, self.generator)
+        start = (self.at * self.world + self.rank) * rows
+        return out[start:start + rows]
 
     def rand(self, rows: int, *shape: int) -> torch.Tensor:
         return self.global_draw(lambda n, g: torch.rand((n, *shape), generator=g), rows)
@@ -112,6 +123,27 @@ class TaskContext:
     rank: int = 0
     world: int = 1
     source: str = "config"  # where the config came from, for messages
+    accum: int = 1  # micro-batches per process and optimizer step
+
+    @property
+    def global_batch(self) -> int:
+        """Rows per optimizer step over every process (`train.batch`)."""
+        return self.micro_batch * self.world * self.accum
+
+    def first_row(self, k: int) -> int:
+        """The stream row that micro-batch `k` of this rank starts at: global batch `k //
+        accum` holds rows `(k // accum) * global_batch …`, its micro-step `k % accum` the
+        `micro_batch * world` after `(k % accum) * micro_batch * world` of them, and this
+        rank the `micro_batch` after `rank * micro_batch` of those."""
+        return (k * self.world + self.rank) * self.micro_batch
+
+    def eval_micro_batches(self, iters: int) -> range:
+        """The micro-batch numbers `k` of the first `iters` global batches (evaluation)."""
+        return range(iters * self.accum)
+
+    def step_rng(self, seed: int, k: int) -> StepRNG:
+        """The `StepRNG` of micro-batch `k` of this rank, seeded by `seed`."""
+        return StepRNG(seed, k, self.rank, self.world, self.accum)
 
 
 @dataclasses.dataclass
@@ -203,13 +235,13 @@ class Task(abc.ABC):
 
 def epoch_rows(n: int, k: int, ctx: TaskContext, seed: int) -> torch.Tensor:
     """Row indices of micro-batch `k` of this rank, drawn from `n` rows in shuffled epochs:
-    every epoch is a fresh permutation (seeded by `seed` and the epoch), cut into global steps
-    of `micro_batch * world` rows (the rest of an epoch dropped), of which this rank takes its
-    slice. A pure function of `k`, as `Task.batch` must be."""
-    rows = ctx.micro_batch * ctx.world
-    epoch, j = divmod(k, n // rows)
+    every epoch is a fresh permutation (seeded by `seed` and the epoch), cut into global
+    batches of `ctx.global_batch` rows (the rest of an epoch dropped: the same rows for any
+    world size), of which this micro-batch takes its rows (`TaskContext.first_row`). A pure
+    function of `k`, as `Task.batch` must be."""
+    per_epoch = n // ctx.global_batch * ctx.global_batch
+    epoch, start = divmod(ctx.first_row(k), per_epoch)
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
-    start = j * rows + ctx.rank * ctx.micro_batch
     return perm[start:start + ctx.micro_batch]
 
 

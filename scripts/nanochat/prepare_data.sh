@@ -10,7 +10,7 @@ set -euo pipefail
 
 case ${1:-} in
   "") data=data/nanochat news=(--val-docs 200) vocab=4096 val_tokens=131072 ;;
-  --debug) data=data/nanochat-debug news=(--limit 600 --val-docs 40) vocab=1024 val_tokens=8192 ;;
+  --debug) data=data/nanochat-debug news=(--limit 600 --val-docs 40) vocab=1024 val_tokens=16384 ;;
   -h | --help) sed -n '2,9s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
   *) echo "prepare_data.sh: unknown argument '$1'" >&2; exit 2 ;;
 esac

@@ -10,13 +10,15 @@
 #   scripts/nanochat/run_train_torchrun.sh -- --resume
 #
 # NPROC_PER_NODE  processes (default 2; gloo on CPU, NCCL with GPUs, TYR_DIST_BACKEND forces)
+# MODEL           the @[model] (default nanochat, today's layout; nanochatJan with january.json)
 # TORCHRUN_BIN    the launcher (default: torchrun on PATH, the repository's .venv/bin first)
 # OUT             run directory (default runs/nanochat[-debug]-torchrun-N)
 # --debug         examples/nanochat/debug.json: 600 documents, vocab 1024, depth 2, 40 steps
-# --config FILE   another run config on the full data (default examples/nanochat/config.json)
+# --config FILE   another run config on the full data (default examples/nanochat/config.json;
+#                 examples/nanochat/january.json is January 2026's layout, MODEL=nanochatJan)
 set -euo pipefail
 
-usage() { sed -n '2,17s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+usage() { sed -n '2,19s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 die() { echo "run_train_torchrun.sh: $*" >&2; exit 2; }
 
 debug=0 config=examples/nanochat/config.json
@@ -52,4 +54,5 @@ fi
 out=${OUT:-runs/$name-torchrun-$nproc}
 
 exec "$torchrun_bin" --standalone --nproc_per_node="$nproc" -m pytyr.cli train \
-  examples/nanochat/NanoChat.lean --model nanochat --config "$config" --set "out=$out" "$@"
+  examples/nanochat/NanoChat.lean --model "${MODEL:-nanochat}" --config "$config" \
+  --set "out=$out" "$@"

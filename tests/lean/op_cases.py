@@ -171,3 +171,62 @@ DIT_CASES = [
      "def f (x : T #[2, 1, 8, 8]) (y : T #[2, 8, 8]) : T #[] := mseLoss x y",
      ["argument 'y' of 'mseLoss'", "T #[2, 8, 8]", "T #[2, 1, 8, 8]"]),
 ]
+
+# Tyr/Mix.lean: gates, learned scalars, smear, sliding windows
+MIX_CASES = [
+    ("sigmoid",
+     "def f (x : T #[2, 3]) : T #[2, 3] := sigmoid x",
+     "def f (x : T #[2, 3]) : T #[3, 2] := sigmoid x",
+     ["sigmoid", "T #[2, 3]", "T #[3, 2]"]),
+    ("scaleBy",
+     "def f (x : T #[2, 3]) (a : T #[]) : T #[2, 3] := scaleBy x a",
+     "def f (x : T #[2, 3]) (a : T #[1]) : T #[2, 3] := scaleBy x a",
+     ["argument 'a' of 'scaleBy'", "T #[1]", "T #[]"]),
+    ("narrowLast3",
+     "def f (x : T #[2, 3, 32]) : T #[2, 3, 24] := narrowLast3 x 24 (by decide)",
+     "def f (x : T #[2, 3, 16]) : T #[2, 3, 24] := narrowLast3 x 24 (by decide)",
+     ["24 ≤ 16"]),
+    ("lastSeq3",
+     "def f {t : Nat} (h : 0 < t) (x : T #[2, t, 8]) : T #[2, 1, 8] := lastSeq3 x h",
+     "def f {t : Nat} (h : 0 < t) (x : T #[2, t, 8]) : T #[2, t, 8] := lastSeq3 x h",
+     ["lastSeq3", "T #[2, 1, 8]", "T #[2, t, 8]"]),
+    ("smear",
+     "def f (x : T #[2, 5, 8]) (g : T #[2, 5, 1]) : T #[2, 5, 8] := smear x g",
+     "def f (x : T #[2, 5, 8]) (g : T #[2, 5, 8]) : T #[2, 5, 8] := smear x g",
+     ["argument 'gate' of 'smear'", "T #[2, 5, 8]", "T #[2, 5, 1]"]),
+    ("smearAfter",
+     "def f (x : T #[2, 5, 8]) (g : T #[2, 5, 1]) (p : T #[2, 1, 8]) : T #[2, 5, 8] := "
+     "smearAfter x g p",
+     "def f (x : T #[2, 5, 8]) (g : T #[2, 5, 1]) (p : T #[2, 5, 8]) : T #[2, 5, 8] := "
+     "smearAfter x g p",
+     ["argument 'prev' of 'smearAfter'", "T #[2, 5, 8]", "T #[2, 1, 8]"]),
+    ("gateHeads",
+     "def f (v : T #[2, 3, 5, 8]) (g : T #[2, 5, 3]) : T #[2, 3, 5, 8] := gateHeads v g",
+     "def f (v : T #[2, 3, 5, 8]) (g : T #[2, 3, 5]) : T #[2, 3, 5, 8] := gateHeads v g",
+     ["argument 'gate' of 'gateHeads'", "T #[2, 3, 5]", "T #[2, 5, 3]"]),
+    # the window is bounded by the context it slides over: w ≤ n, n the model's block
+    ("windowAttention",
+     "def f (q : T #[1, 4, 8, 16]) (k v : T #[1, 2, 8, 16]) (hw : 3 ≤ 64) (hT : 8 ≤ 64) : "
+     "T #[1, 4, 8, 16] := windowAttention q k v 3 hw hT (by decide)",
+     "def f (q : T #[1, 4, 8, 16]) (k v : T #[1, 2, 8, 16]) (hw : 3 ≤ 64) (hT : 8 ≤ 32) : "
+     "T #[1, 4, 8, 16] := windowAttention q k v 3 hw hT (by decide)",
+     ["argument 'hT' of 'windowAttention'", "8 ≤ 32", "8 ≤ 64"]),
+    ("cachedWindowAttention",
+     "def f (q : T #[1, 4, 1, 16]) (k v : T #[1, 2, 64, 16]) (p : IT #[1] 64) "
+     "(hw : 8 ≤ 64) : T #[1, 4, 1, 16] := cachedWindowAttention q k v p 8 hw (by decide)",
+     "def f (q : T #[1, 4, 1, 16]) (k v : T #[1, 2, 64, 16]) (p : IT #[1] 64) "
+     "(hw : 8 ≤ 32) : T #[1, 4, 1, 16] := cachedWindowAttention q k v p 8 hw (by decide)",
+     ["argument 'hw' of 'cachedWindowAttention'", "8 ≤ 32", "8 ≤ 64"]),
+    ("stackHead1",
+     "def f (s : T #[4]) : T #[] := stackHead1 s (by decide)",
+     "def f (s : T #[4, 1]) : T #[] := stackHead1 s (by decide)",
+     ["argument 's' of 'stackHead1'", "T #[4, 1]", "T #[?l]"]),
+    ("stackPush1",
+     "def f (s : T #[4]) (x : T #[]) : T #[4] := stackPush1 s x",
+     "def f (s : T #[4]) (x : T #[1]) : T #[4] := stackPush1 s x",
+     ["argument 'x' of 'stackPush1'", "T #[1]", "T #[]"]),
+    ("basis",
+     "def f (a : T #[1]) : T #[6] := basis a 3 (by decide)",
+     "def f (a : T #[1]) : T #[6] := basis a 6 (by decide)",
+     ["6 < 6"]),
+]

@@ -45,10 +45,11 @@ class CharLM(LanguageModelTask):
         self.data = shakespeare.prepare(self.options.cache_dir, text_file=text_file)
         c, vocab = self.ctx, self.data.vocab_size  # every token checked against the vocabulary
         self.stream = RandomBatches(self.data.train, c.micro_batch, self.options.seq,
-                                    seed=c.seed, rank=c.rank, world=c.world, vocab_size=vocab)
+                                    seed=c.seed, rank=c.rank, world=c.world, accum=c.accum,
+                                    vocab_size=vocab)
         self.evals = {name: RandomBatches(tokens, c.micro_batch, self.options.seq,
                                           seed=c.seed + EVAL_SEED_OFFSET[name], rank=c.rank,
-                                          world=c.world, vocab_size=vocab)
+                                          world=c.world, accum=c.accum, vocab_size=vocab)
                       for name, tokens in (("train", self.data.train), ("val", self.data.val))}
         return (f"corpus {self.options.corpus}: {self.data.n_chars:,} characters, "
                 f"vocab {self.data.vocab_size}")
@@ -61,7 +62,7 @@ class CharLM(LanguageModelTask):
         return {"idx": x, "targets": y}
 
     def eval_batches(self, split: str, iters: int) -> Iterator[Batch]:
-        for j in range(iters):
+        for j in self.ctx.eval_micro_batches(iters):
             x, y = self.evals[split].batch_at(j)
             yield {"idx": x, "targets": y}
 

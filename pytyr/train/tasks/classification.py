@@ -165,7 +165,7 @@ class Classification(Task):
             self.scaling = FeatureScaling.fit(self.x, cols)
             self.x, self.xt = self.scaling.apply(self.x), self.scaling.apply(self.xt)
             what += ", standardised"
-        rows = c.micro_batch * c.world
+        rows = c.global_batch
         check_rows(self.name, rows, len(self.y), "the training split", c.source)
         check_rows(self.name, rows, len(self.yt), "the held-out split", c.source)
         return f"{what}; {len(self.y)} training and {len(self.yt)} held-out rows"
@@ -178,12 +178,12 @@ class Classification(Task):
         return {"x": self.x[idx], "y": self.y[idx]}
 
     def eval_batches(self, split: str, iters: int) -> Iterator[Batch]:
-        """Every full batch of the split (not `iters`): accuracy over the whole held-out set."""
+        """Every full global batch of the split (not `iters`): accuracy over the held-out set
+        but the rows of a last, partial global batch (the same rows for any world size)."""
         c = self.ctx
         x, y = (self.x, self.y) if split == "train" else (self.xt, self.yt)
-        rows = c.micro_batch * c.world
-        for j in range(len(y) // rows):
-            start = j * rows + c.rank * c.micro_batch
+        for j in c.eval_micro_batches(len(y) // c.global_batch):
+            start = c.first_row(j)
             yield {"x": x[start:start + c.micro_batch], "y": y[start:start + c.micro_batch]}
 
     def eval_metrics(self, batch: Batch, outputs: tuple[torch.Tensor, ...]) -> dict[str, float]:

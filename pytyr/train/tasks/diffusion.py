@@ -97,10 +97,10 @@ class MaskedDiffusion(Task):
         self.data = shakespeare.prepare(self.options.cache_dir, text_file=text_file)
         c, seq, vocab = self.ctx, self.options.seq, self.data.vocab_size
         self.stream = RandomBatches(self.data.train, c.micro_batch, seq, seed=c.seed,
-                                    rank=c.rank, world=c.world, vocab_size=vocab)
+                                    rank=c.rank, world=c.world, accum=c.accum, vocab_size=vocab)
         self.evals = {name: RandomBatches(tokens, c.micro_batch, seq,
                                           seed=c.seed + EVAL_SEED_OFFSET[name], rank=c.rank,
-                                          world=c.world, vocab_size=vocab)
+                                          world=c.world, accum=c.accum, vocab_size=vocab)
                       for name, tokens in (("train", self.data.train), ("val", self.data.val))}
         return (f"corpus {self.options.corpus}: {self.data.n_chars:,} characters, "
                 f"vocab {self.data.vocab_size} + [MASK]")
@@ -130,10 +130,9 @@ class MaskedDiffusion(Task):
 
     def eval_batches(self, split: str, iters: int) -> Iterator[Batch]:
         c = self.ctx
-        for j in range(iters):
+        for j in c.eval_micro_batches(iters):
             x, _ = self.evals[split].batch_at(j)
-            rng = StepRNG(c.seed + MASK_SEED_OFFSET, j, c.rank, c.world)
-            yield self._noised(x, rng)
+            yield self._noised(x, c.step_rng(c.seed + MASK_SEED_OFFSET, j))
 
     def eval_metrics(self, batch: Batch, outputs: tuple[torch.Tensor, ...]) -> dict[str, float]:
         loss = float(outputs[-1])

@@ -82,7 +82,7 @@ class ImageFlow(Task):
 
         o, c = self.options, self.ctx
         self.train_set, self.val_set = load_digits_split(o.val_fraction, o.split_seed)
-        rows = c.micro_batch * c.world
+        rows = c.global_batch
         check_rows(self.name, rows, len(self.train_set), "the training split", c.source)
         check_rows(self.name, rows, len(self.val_set), "the validation split", c.source)
         n, ch, h, w = self.train_set.images.shape
@@ -118,12 +118,10 @@ class ImageFlow(Task):
     def eval_batches(self, split: str, iters: int) -> Iterator[Batch]:
         c = self.ctx
         data = self.train_set if split == "train" else self.val_set
-        rows = c.micro_batch * c.world
-        for j in range(min(iters, len(data) // rows)):
-            idx = torch.arange(j * rows + c.rank * c.micro_batch, j * rows + (c.rank + 1) * c.micro_batch)
-            rng = StepRNG(c.seed + NOISE_SEED_OFFSET, j, c.rank, c.world)
-            yield self.step_inputs({"x0": data.images[idx], "labels": data.labels[idx]}, rng,
-                                   drop=False)
+        for j in c.eval_micro_batches(min(iters, len(data) // c.global_batch)):
+            idx = torch.arange(c.first_row(j), c.first_row(j) + c.micro_batch)
+            yield self.step_inputs({"x0": data.images[idx], "labels": data.labels[idx]},
+                                   c.step_rng(c.seed + NOISE_SEED_OFFSET, j), drop=False)
 
     # -- sampling -------------------------------------------------------------------------
     def _feeds(self, options: ImageSampleOptions) -> dict[str, Feed]:

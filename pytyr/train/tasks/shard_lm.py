@@ -90,7 +90,8 @@ class ShardLM(LanguageModelTask):
             shards = self._shards(root, split)
             try:
                 return SequentialBatchIterator(shards, c.micro_batch, self.options.seq,
-                                               rank=c.rank, world=c.world, bos_id=bos,
+                                               rank=c.rank, world=c.world, accum=c.accum,
+                                               bos_id=bos,
                                                loop=True, vocab_size=vocab, fmt=fmt)
             except DataError as err:
                 if "too few" not in str(err):
@@ -125,7 +126,7 @@ class ShardLM(LanguageModelTask):
 
     def eval_batches(self, split: str, iters: int) -> Iterator[Batch]:
         source = self.val if split == "val" else self.train
-        for j in range(iters):
+        for j in self.ctx.eval_micro_batches(iters):
             x, y = source.batch_at(j)
             yield {"idx": x, "targets": y}
 
