@@ -61,6 +61,8 @@ def muon_table(cfg: dict) -> dict:
         "momentum_warmup_iters": 400, "momentum_end": 0.9, "orthogonalizer": "polar_express",
         "momentum_form": "ema", "normuon_beta2": 0.9, "equilibrate": True, "renormalize": True,
         "cautious_weight_decay": True, "weight_decay": r(wd), "weight_decay_schedule": "cosine",
+        # the groups route these first; the lists still name parameters the model has
+        "embedding_names": ["wte"], "head_names": ["lm_head"],
         "groups": [
             group("head", ["lm_head"], 0.008 * s * b, 0.8, 0.96, 0.01),
             group("embedding", ["wte"], 0.3 * s * b, 0.8, 0.995, 0.001),
