@@ -6,7 +6,7 @@ the Tyr module's state dict as it is (the same keys), so both do the same arithm
 Tyr's C GELU kernel on CPU, within float rounding of torch's): losses are compared step by
 step and the parameters at the end. A training step is forward +
 `zero_grad` + backward + AdamW step (lr 1e-3, betas (0.9, 0.99), weight decay 0.1 on rank >= 2
-via `pytyr.train.optim.param_groups`) on MDLM batches (`pytyr.train.mdlm.diffusion_batch` of
+via `pytyr.train.optim.param_groups`) on MDLM batches (`pytyr.train.tasks.mdlm.masking.diffusion_batch` of
 random characters), the same batches on both sides. Steps ALTERNATE between the sides, the
 order flipped every pair, after a warm-up, so drift in machine speed hits both alike.
 
@@ -57,7 +57,7 @@ def build_pair(values: dict[str, Any], seed: int = 0) -> tuple[nn.Module, Diffus
 
 def batches(values: dict[str, Any], n: int, seed: int) -> list[tuple[torch.Tensor, ...]]:
     """`n` MDLM batches (ids, targets, weights) of random characters."""
-    from pytyr.train import mdlm
+    from pytyr.train.tasks.mdlm import masking as mdlm
 
     gen = torch.Generator().manual_seed(seed)
     b, t, vocab = values["b"], values["t"], values["c"]["vocab"]

@@ -5,7 +5,7 @@ Config: `examples/flux/config.json` (8 × 8 digits, 2 double-stream and 2 single
 blocks, width 64), batch as there. The plain model gets a copy of the Tyr module's state dict,
 so both sides do the same arithmetic (the forward passes agree bit for bit; the gradients up
 to summation order), and both see the same rectified-flow batches of real digits
-(`pytyr.train.flow.flow_inputs`). A training step is forward + `zero_grad` + backward + AdamW
+(`pytyr.train.tasks.flow.rectified.flow_inputs`). A training step is forward + `zero_grad` + backward + AdamW
 step. Steps ALTERNATE between the sides, the order flipped every pair, after a warm-up.
 
 Reported: median ms per step each, `plain/tyr` (goal >= 0.97), the median of the per-pair
@@ -55,7 +55,7 @@ def build_pair(values: dict[str, Any], seed: int = 0) -> tuple[nn.Module, Flux]:
 def batches(values: dict[str, Any], n: int, seed: int) -> list[tuple[torch.Tensor, ...]]:
     """`n` rectified-flow batches of real digits, as the model's inputs in order."""
     from pytyr.data.digits import load_digits, random_batch
-    from pytyr.train.flow import flow_inputs
+    from pytyr.train.tasks.flow.rectified import flow_inputs
 
     digits, c = load_digits(), values["c"]
     gen = torch.Generator().manual_seed(seed)

@@ -96,9 +96,9 @@ def bench_train(*, steps: int, warmup: int, b: int = 8) -> dict[str, Any]:
 
 def bench_decode(*, max_new: int, rounds: int = 2) -> dict[str, Any]:
     from pytyr.pipeline import LeanModels
-    from pytyr.train.kvcache import generate_cached
+    from pytyr.train.tasks.lm.kvcache import generate_cached
     from pytyr.train.run import make_factory
-    from pytyr.train.sample import generate
+    from pytyr.train.tasks.lm.sample import generate
     from pytyr.train.task import Feed
 
     cfg = recipe()

@@ -258,7 +258,7 @@ def _utf8(value: Any, option: str) -> Any:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from .train.chat import converse, newest_chat_run, open_chat
+    from .train.tasks.lm.chat import converse, newest_chat_run, open_chat
     from .train.run import describe_checkpoint, read_run
 
     run_dir = Path(args.run) if args.run else newest_chat_run(Path("runs"))

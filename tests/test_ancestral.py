@@ -1,4 +1,4 @@
-"""MDLM's ancestral sampler (`pytyr.train.ancestral`) against an independent rendering of
+"""MDLM's ancestral sampler (`pytyr.train.tasks.mdlm.ancestral`) against an independent rendering of
 MDLM's own update (`_ddpm_caching_update` and `_sample` of kuleshov-group/mdlm's
 `diffusion.py`, SUBS parameterisation, log-linear schedule): the same uniform draws give the
 same tokens. Then its properties: the prompt is kept, no `[MASK]` is left, revealed tokens
@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytyr.errors import ConfigError
-from pytyr.train.ancestral import SAMPLE_EPS, ancestral
-from pytyr.train.unmask import UnmaskStep, prompt_template
+from pytyr.train.tasks.mdlm.ancestral import SAMPLE_EPS, ancestral
+from pytyr.train.tasks.mdlm.unmask import UnmaskStep, prompt_template
 
 V = 7  # characters 0..6; [MASK] is 7
 MASK = V

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from pytyr.data.tokenizer import CharTokenizer, token_byte_lengths, train_bpe
 from pytyr.train.task import TaskContext
-from pytyr.train.tasks.bpb_lm import BitsPerByteLM
-from pytyr.train.tasks.shard_lm import ShardLMOptions
+from pytyr.train.tasks.lm.bpb_lm import BitsPerByteLM
+from pytyr.train.tasks.lm.shard_lm import ShardLMOptions
 
 CORPUS = ["Grüße aus Köln — naïve café, 東京 and “quotes”.", "plain ascii text " * 20,
           "emoji 🙂 and tabs\tand\nnewlines"]

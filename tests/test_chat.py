@@ -1,4 +1,4 @@
-"""`tyr chat` (`pytyr.train.chat`): the transcript, where a reply ends, streaming, and the
+"""`tyr chat` (`pytyr.train.tasks.lm.chat`): the transcript, where a reply ends, streaming, and the
 cached and uncached sides giving the same replies on a real (tiny) NanoChat model."""
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from pytyr.cli import main
 from pytyr.errors import ConfigError, DataError
-from pytyr.train.chat import ChatSession, converse
+from pytyr.train.tasks.lm.chat import ChatSession, converse
 from pytyr.train.task import TaskContext
-from pytyr.train.tasks.lm import LanguageModelTask, TextSampleOptions
+from pytyr.train.tasks.lm.task import LanguageModelTask, TextSampleOptions
 from tiny_nanochat import tiny_factory
 
 ALPHABET = "\x00abcdefghijklmnopqrstuvwxyz .\n"  # id 0 plays the BOS

@@ -1,6 +1,6 @@
 """The masked diffusion model of examples/diffusion/Diffusion.lean: it checks, its mistakes are
-type errors, its graph has the inputs `pytyr.train.mdlm` makes, it computes the plain-PyTorch
-model's arithmetic (`bench/diffusion_plain.py`), and it samples through `unmask`."""
+type errors, its graph has the inputs the `mdlm` task makes, it computes the plain-PyTorch model's
+arithmetic (`bench/diffusion_plain.py`), and it samples through `unmask`."""
 from __future__ import annotations
 
 import json
@@ -13,8 +13,8 @@ import torch
 from pytyr.errors import ConfigError, ExecError
 from pytyr.lean import check_files, instantiate_model, load
 from pytyr.pipeline import LeanModels, module_from_graph
-from pytyr.train import mdlm
-from pytyr.train.unmask import prompt_template, unmask
+from pytyr.train.tasks.mdlm import masking as mdlm
+from pytyr.train.tasks.mdlm.unmask import prompt_template, unmask
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `bench` is a top-level package of the repository, not installed

@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytyr.errors import ConfigError
-from pytyr.train.flow import (NULL_LABEL, class_conditioning, drop_labels, euler_sample,
+from pytyr.train.tasks.flow.rectified import (NULL_LABEL, class_conditioning, drop_labels, euler_sample,
                               flow_inputs, interpolate, sample_timesteps, timestep_schedule,
                               velocity_target)
-from pytyr.train.image_grid import class_grid_labels, grid_array, write_grid
+from pytyr.train.tasks.flow.image_grid import class_grid_labels, grid_array, write_grid
 
 
 def gen(seed: int = 0) -> torch.Generator:

@@ -1,4 +1,4 @@
-"""Cached decoding (`pytyr.train.kvcache`) through the factory `tyr sample` uses: the same
+"""Cached decoding (`pytyr.train.tasks.lm.kvcache`) through the factory `tyr sample` uses: the same
 tokens as uncached sampling, a context longer than the cache, and step models whose types
 do not say how to drive them, refused by name."""
 from __future__ import annotations
@@ -10,9 +10,9 @@ import torch
 
 from pytyr.errors import ConfigError
 from pytyr.pipeline import LeanModels
-from pytyr.train.kvcache import generate_cached
+from pytyr.train.tasks.lm.kvcache import generate_cached
 from pytyr.train.run import make_factory
-from pytyr.train.sample import generate
+from pytyr.train.tasks.lm.sample import generate
 from pytyr.train.task import Feed
 from tiny_nanochat import MODELS, tiny_factory
 

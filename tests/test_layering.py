@@ -115,6 +115,66 @@ def test_no_import_cycle_anywhere():
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
 
 
+TASKS = ROOT / "train" / "tasks"
+
+
+def _family(module: str) -> str | None:
+    """The task family of `pytyr.train.tasks.<family>...`; None for the rest of pytyr (the
+    registry `pytyr.train.tasks` itself included)."""
+    parts = module.split(".")
+    return parts[3] if parts[:3] == ["pytyr", "train", "tasks"] and len(parts) > 3 else None
+
+
+def family_problems(imports: dict[str, set[str]]) -> list[str]:
+    """Inside `pytyr.train`: a family folder may import the shared top of train/ (the engine,
+    `task`, the registry), never another family; the shared top reaches a family only through
+    the registry, by name (`importlib`, not an import statement)."""
+    bad = []
+    for mod, targets in sorted(imports.items()):
+        if not mod.startswith("pytyr.train"):
+            continue
+        own = _family(mod)
+        for target in sorted(targets):
+            theirs = _family(target)
+            if theirs is None or theirs == own:
+                continue
+            if own is None:
+                bad.append(f"{mod} imports {target}: the shared train/ reaches the family "
+                           f"'{theirs}' only through the registry, by its task name")
+            else:
+                bad.append(f"{mod} imports {target}: the family '{own}' may not import the "
+                           f"family '{theirs}'; move what both need to the top of train/")
+    return bad
+
+
+def test_task_families_import_only_the_shared_top():
+    imports = {_module(p): _runtime_imports(p) for p in (ROOT / "train").rglob("*.py")}
+    families = {p.name for p in TASKS.iterdir() if (p / "__init__.py").is_file()}
+    assert families == {"lm", "mdlm", "flow", "classification"}
+    assert not family_problems(imports), "\n".join(family_problems(imports))
+
+
+def test_the_family_rule_catches_both_directions():
+    assert family_problems({"pytyr.train.tasks.mdlm.task": {"pytyr.train.tasks.lm.char_lm"},
+                            "pytyr.train.run": {"pytyr.train.tasks.flow.task"}}) == [
+        "pytyr.train.run imports pytyr.train.tasks.flow.task: the shared train/ reaches the "
+        "family 'flow' only through the registry, by its task name",
+        "pytyr.train.tasks.mdlm.task imports pytyr.train.tasks.lm.char_lm: the family 'mdlm' "
+        "may not import the family 'lm'; move what both need to the top of train/"]
+    assert family_problems({"pytyr.train.tasks.lm.chat": {"pytyr.train.run",
+                                                          "pytyr.train.tasks",
+                                                          "pytyr.train.tasks.lm.kvcache"},
+                            "pytyr.export.hf": {"pytyr.train.tasks.lm.task"}}) == []
+
+
+def test_every_family_registers_its_tasks_by_name():
+    from pytyr.train.tasks import BUILTIN, task_class
+
+    for name, module in BUILTIN.items():
+        cls = task_class({"name": name}, "test")
+        assert cls.__module__ == f"pytyr.train.tasks.{module}" and _family(cls.__module__)
+
+
 def test_checking_does_not_import_torch():
     import subprocess
     import sys

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytyr.errors import ConfigError, DataError
-from pytyr.train import mdlm
+from pytyr.train.tasks.mdlm import masking as mdlm
 
 MASK = 10
 

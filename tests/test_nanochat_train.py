@@ -96,7 +96,7 @@ def test_one_process_learns_in_bits_per_byte_and_samples_cached(one):
 
 def test_chat_streams_a_reply_per_line_over_the_run(one, monkeypatch, capsys):
     from pytyr.pipeline import LeanModels
-    from pytyr.train.chat import open_chat
+    from pytyr.train.tasks.lm.chat import open_chat
 
     session = open_chat(LeanModels(ROOT / LEAN), one, {"max_new_tokens": 6, "temperature": 0.0})
     want = "".join("".join(session.reply(line)) + "\n" for line in ("the man\n", "said\n"))

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from pytyr.errors import ConfigError
-from pytyr.train.sample import generate
+from pytyr.train.tasks.lm.sample import generate
 
 VOCAB = 5
 

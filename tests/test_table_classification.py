@@ -14,7 +14,7 @@ from pytyr.cli import main
 from pytyr.errors import ConfigError
 from pytyr.train.task import TaskContext
 from pytyr.train.tasks import make_task
-from pytyr.train.tasks.classification import FeatureScaling, read_table
+from pytyr.train.tasks.classification.task import FeatureScaling, read_table
 
 MLP = ["train", "examples/mlp/MLP.lean", "--model", "mlp"]
 

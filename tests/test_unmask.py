@@ -1,5 +1,5 @@
-"""Iterative unmasking (`pytyr.train.unmask`) with hand-made logits functions, and its
-terminal view (`pytyr.train.unmask_view`), live and plain."""
+"""Iterative unmasking (`pytyr.train.tasks.mdlm.unmask`) with hand-made logits functions, and its
+terminal view (`pytyr.train.tasks.mdlm.unmask_view`), live and plain."""
 from __future__ import annotations
 
 import io
@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytyr.errors import ConfigError
-from pytyr.train.unmask import SCHEDULES, UnmaskStep, prompt_template, reveal_counts, unmask
-from pytyr.train.unmask_view import UnmaskView
+from pytyr.train.tasks.mdlm.unmask import SCHEDULES, UnmaskStep, prompt_template, reveal_counts, unmask
+from pytyr.train.tasks.mdlm.unmask_view import UnmaskView
 
 V = 6  # characters 0..5; [MASK] is 6
 MASK = V

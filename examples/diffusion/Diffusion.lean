@@ -19,8 +19,8 @@ same), so the noise level only enters the loss weights.
 Training (`diffusion`) takes the masked ids, the original characters and per-position loss
 weights, and returns the logits and `weightedCrossEntropy2` of them: with MDLM's linear
 schedule the weights are `1/t` at the masked positions and `0` elsewhere, and the loss is the
-negative ELBO in nats per character (`pytyr/train/mdlm.py` draws `t`, the masks and the
-weights). Sampling (`diffusionLogits`) returns the logits only.
+negative ELBO in nats per character (the `mdlm` task, `pytyr/train/tasks/mdlm/`, draws `t`,
+the masks and the weights). Sampling (`diffusionLogits`) returns the logits only.
 -/
 
 open torch

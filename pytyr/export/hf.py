@@ -29,7 +29,7 @@ ARCHITECTURES = ("gpt2", "nanochat")
 def _language_task(run: dict[str, Any], run_dir: Path) -> type:
     """The run's task class, refused unless it is a language model's."""
     from pytyr.train.tasks import task_class
-    from pytyr.train.tasks.lm import LanguageModelTask
+    from pytyr.train.tasks.lm.task import LanguageModelTask
 
     where = f"{run_dir}/run.json"
     cls = task_class(run["task"], where)

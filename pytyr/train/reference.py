@@ -10,7 +10,7 @@ import sys
 
 from pytyr.config import describe
 from pytyr.train.settings import TrainConfig
-from pytyr.train.tasks import _BUILTIN, task_class
+from pytyr.train.tasks import BUILTIN, task_class
 
 HEAD = """# Configuration reference
 
@@ -40,7 +40,7 @@ def _table(cls: type) -> list[str]:
 
 def reference() -> str:
     out = [HEAD, "## `train`", "", *_table(TrainConfig), ""]
-    for name in sorted(_BUILTIN):
+    for name in sorted(BUILTIN):
         cls = task_class({"name": name}, "reference")
         doc = sys.modules[cls.__module__].__doc__ or ""
         out += [f"## task `{name}`", "", doc.strip().split("\n\n")[0], "", *_table(cls.Options), ""]

@@ -233,6 +233,24 @@ class Task(abc.ABC):
         return {"name": self.name, **dataclasses.asdict(self.options)}
 
 
+EVAL_SEED_OFFSET = {"train": 1_000_003, "val": 2_000_003}  # eval streams apart from training
+
+
+def corpus_windows(train: Any, val: Any, seq: int, vocab: int, ctx: TaskContext
+                   ) -> tuple[Any, dict[str, Any]]:
+    """Random windows of `seq + 1` tokens over a corpus's token arrays: the training stream
+    (seeded by the run) and one fixed evaluation stream per split, seeded apart from it
+    (`pytyr.data.batches.RandomBatches`; every token checked to be below `vocab`)."""
+    from pytyr.data.batches import RandomBatches
+
+    def stream(tokens: Any, seed: int) -> RandomBatches:
+        return RandomBatches(tokens, ctx.micro_batch, seq, seed=seed, rank=ctx.rank,
+                             world=ctx.world, accum=ctx.accum, vocab_size=vocab)
+
+    return stream(train, ctx.seed), {name: stream(tokens, ctx.seed + EVAL_SEED_OFFSET[name])
+                                     for name, tokens in (("train", train), ("val", val))}
+
+
 def epoch_rows(n: int, k: int, ctx: TaskContext, seed: int) -> torch.Tensor:
     """Row indices of micro-batch `k` of this rank, drawn from `n` rows in shuffled epochs:
     every epoch is a fresh permutation (seeded by `seed` and the epoch), cut into global

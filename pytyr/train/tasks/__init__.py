@@ -28,8 +28,11 @@ MODULE = "module"  # the task table's key naming the module that defines the tas
 ENTRY_POINTS = "pytyr.tasks"
 
 _REGISTRY: dict[str, type[Task]] = {}
-_BUILTIN = {"char_lm": "char_lm", "shard_lm": "shard_lm", "classification": "classification",
-            "mdlm": "diffusion", "image_flow": "image_flow", "bpb_lm": "bpb_lm"}
+# The built-in tasks by name: the module of their family folder that defines each, imported
+# when the name is first asked for (a family is never imported by another, nor by the engine).
+BUILTIN = {"char_lm": "lm.char_lm", "shard_lm": "lm.shard_lm", "bpb_lm": "lm.bpb_lm",
+            "mdlm": "mdlm.task", "image_flow": "flow.task",
+            "classification": "classification.task"}
 
 
 def register(cls: type[Task]) -> type[Task]:
@@ -92,7 +95,7 @@ def load_task_module(spec: Any, where: str) -> None:
     if not tasks:
         raise ConfigError(f"{where}: task module {spec} defines no Task subclass with a name")
     for cls in tasks:
-        if cls.name in _BUILTIN:
+        if cls.name in BUILTIN:
             raise ConfigError(f"{where}: task module {spec} defines a task named "
                               f"'{cls.name}', the name of a built-in task; rename it")
         _REGISTRY[cls.name] = cls
@@ -112,15 +115,15 @@ def task_class(table: dict[str, Any], where: str) -> type[Task]:
     name = table.get("name")
     if MODULE in table:
         load_task_module(table[MODULE], where)
-    elif isinstance(name, str) and name not in _REGISTRY and name not in _BUILTIN:
+    elif isinstance(name, str) and name not in _REGISTRY and name not in BUILTIN:
         _entry_point(name)
-    known = sorted({*_BUILTIN, *_REGISTRY})
+    known = sorted({*BUILTIN, *_REGISTRY})
     if name is None:
         raise ConfigError(f"{where}: missing key 'task.name' (known tasks: {', '.join(known)})")
-    if name not in _REGISTRY and name in _BUILTIN:
+    if name not in _REGISTRY and name in BUILTIN:
         from importlib import import_module
 
-        import_module(f"pytyr.train.tasks.{_BUILTIN[name]}")
+        import_module(f"pytyr.train.tasks.{BUILTIN[name]}")
     if not isinstance(name, str) or name not in _REGISTRY:
         raise ConfigError(f"{where}: unknown task {name!r} (known: {', '.join(known)})")
     return _REGISTRY[name]

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from pytyr.errors import ConfigError
-from pytyr.train.sample import check_sampling_args, pick_token
+from pytyr.train.tasks.lm.sample import check_sampling_args, pick_token
 from pytyr.train.task import Feed, ModelFactory
 
 

@@ -146,7 +146,7 @@ class Classification(Task):
     def prepare(self) -> str:
         o, c = self.options, self.ctx
         if o.data == "spirals":
-            from pytyr.train.tasks.spirals import make_dataset
+            from pytyr.train.tasks.classification.spirals import make_dataset
 
             x, y = make_dataset(o.train_size + o.test_size, o.seed, classes=o.classes)
             self.classes, what = o.classes, f"spirals, {o.classes} classes"

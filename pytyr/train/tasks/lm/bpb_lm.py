@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from pytyr.errors import DataError
 from pytyr.train.task import Batch
 from pytyr.train.tasks import register
-from pytyr.train.tasks.shard_lm import ShardLM
+from pytyr.train.tasks.lm.shard_lm import ShardLM
 
 
 @register

@@ -6,7 +6,7 @@ returns `(logits : T [batch, seq, vocab], loss : T [])`. Sampling instantiates t
 `sample.model` (default: the trained model itself, fed dummy targets) once per context length
 `t <= seq` and draws tokens with temperature and top-k; with
 `sample.step_model` it prefills and then decodes one token at a time over that model's
-key/value caches instead (`pytyr.train.kvcache`), the same draws from the same logits.
+key/value caches instead (`pytyr.train.tasks.lm.kvcache`), the same draws from the same logits.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import torch
 
 from pytyr.config import setting
 from pytyr.errors import ConfigError
-from pytyr.train.sample import generate
+from pytyr.train.tasks.lm.sample import generate
 from pytyr.train.task import Expect, Feed, ModelFactory, SampleOutput, Task
 
 TOKENS = Feed("i64", ("batch", "seq"), bound="vocab")
@@ -77,7 +77,7 @@ class LanguageModelTask(Task):
         if options is None or options.max_new_tokens == 0:
             return
         if options.step_model is not None:
-            from pytyr.train.kvcache import check_outputs, check_positions, step_feeds
+            from pytyr.train.tasks.lm.kvcache import check_outputs, check_positions, step_feeds
 
             name = options.step_model
             graph = instantiate(name, step_feeds(instantiate.declaration(name), name),
@@ -95,7 +95,7 @@ class LanguageModelTask(Task):
         block = self.options.seq
         prompt, feeds = self._sampling(options)
         if options.step_model is not None:
-            from pytyr.train.kvcache import generate_cached
+            from pytyr.train.tasks.lm.kvcache import generate_cached
 
             return SampleOutput(self.decode(generate_cached(
                 factory, options.step_model, prompt, options.max_new_tokens,

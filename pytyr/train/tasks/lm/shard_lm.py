@@ -28,7 +28,7 @@ from pytyr.errors import DataError
 from pytyr.paths import input_dir
 from pytyr.train.task import Batch, TaskContext
 from pytyr.train.tasks import register
-from pytyr.train.tasks.lm import LanguageModelTask
+from pytyr.train.tasks.lm.task import LanguageModelTask
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,13 +14,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from pytyr.config import setting
-from pytyr.data.batches import RandomBatches
-from pytyr.train.task import Batch, TaskContext
+from pytyr.train.task import Batch, TaskContext, corpus_windows
 from pytyr.train.tasks import register
-from pytyr.train.tasks.lm import LanguageModelTask
-
-EVAL_SEED_OFFSET = {"train": 1_000_003, "val": 2_000_003}  # eval streams apart from training
-
+from pytyr.train.tasks.lm.task import LanguageModelTask
 
 @dataclasses.dataclass(frozen=True)
 class CharLMOptions:
@@ -43,14 +39,9 @@ class CharLM(LanguageModelTask):
 
         text_file = None if self.options.corpus == "shakespeare" else self.options.corpus
         self.data = shakespeare.prepare(self.options.cache_dir, text_file=text_file)
-        c, vocab = self.ctx, self.data.vocab_size  # every token checked against the vocabulary
-        self.stream = RandomBatches(self.data.train, c.micro_batch, self.options.seq,
-                                    seed=c.seed, rank=c.rank, world=c.world, accum=c.accum,
-                                    vocab_size=vocab)
-        self.evals = {name: RandomBatches(tokens, c.micro_batch, self.options.seq,
-                                          seed=c.seed + EVAL_SEED_OFFSET[name], rank=c.rank,
-                                          world=c.world, accum=c.accum, vocab_size=vocab)
-                      for name, tokens in (("train", self.data.train), ("val", self.data.val))}
+        self.stream, self.evals = corpus_windows(self.data.train, self.data.val,
+                                                 self.options.seq, self.data.vocab_size,
+                                                 self.ctx)
         return (f"corpus {self.options.corpus}: {self.data.n_chars:,} characters, "
                 f"vocab {self.data.vocab_size}")
 
