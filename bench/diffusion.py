@@ -6,9 +6,10 @@ the Tyr module's state dict as it is (the same keys), so both do the same arithm
 Tyr's C GELU kernel on CPU, within float rounding of torch's): losses are compared step by
 step and the parameters at the end. A training step is forward +
 `zero_grad` + backward + AdamW step (lr 1e-3, betas (0.9, 0.99), weight decay 0.1 on rank >= 2
-via `pytyr.train.optim.param_groups`) on MDLM batches (`pytyr.train.tasks.mdlm.masking.diffusion_batch` of
-random characters), the same batches on both sides. Steps ALTERNATE between the sides, the
-order flipped every pair, after a warm-up, so drift in machine speed hits both alike.
+via `pytyr.train.optim.param_groups`) on MDLM batches of Shakespeare (the `mdlm` task's
+`training_batch`, as `tyr train` makes them), the same batches on both sides. Steps ALTERNATE
+between the sides, the order flipped every pair, after a warm-up, so drift in machine speed
+hits both alike.
 
 Reported: median ms per step each, `plain/tyr` (goal >= 0.97) and the median of the per-pair
 ratios, the forward alone, and the same-math check.
@@ -56,16 +57,17 @@ def build_pair(values: dict[str, Any], seed: int = 0) -> tuple[nn.Module, Diffus
 
 
 def batches(values: dict[str, Any], n: int, seed: int) -> list[tuple[torch.Tensor, ...]]:
-    """`n` MDLM batches (ids, targets, weights) of random characters."""
-    from pytyr.train.tasks.mdlm import masking as mdlm
+    """`n` MDLM batches (ids, targets, weights) of the Shakespeare corpus, made as `tyr train`
+    makes them: the `mdlm` task's `training_batch(k)`."""
+    from pytyr.train.task import TaskContext
+    from pytyr.train.tasks import task_class, task_options
 
-    gen = torch.Generator().manual_seed(seed)
-    b, t, vocab = values["b"], values["t"], values["c"]["vocab"]
-    out = []
-    for _ in range(n):
-        batch = mdlm.diffusion_batch(torch.randint(0, vocab, (b, t), generator=gen), vocab, gen)
-        out.append(tuple(batch[k] for k in mdlm.INPUTS))
-    return out
+    table = {"name": "mdlm", "seq": values["t"]}
+    cls = task_class(table, "bench")
+    task = cls(task_options(cls, table, "bench"), TaskContext(values["b"], seed))
+    task.prepare()
+    return [tuple(task.training_batch(k)[name] for name in ("ids", "targets", "weights"))
+            for k in range(n)]
 
 
 def _optimizer(module: nn.Module) -> torch.optim.Optimizer:

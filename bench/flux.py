@@ -4,9 +4,9 @@ hand-written in plain PyTorch in Flux's module structure (`bench/flux_plain.py`)
 Config: `examples/flux/config.json` (8 × 8 digits, 2 double-stream and 2 single-stream
 blocks, width 64), batch as there. The plain model gets a copy of the Tyr module's state dict,
 so both sides do the same arithmetic (the forward passes agree bit for bit; the gradients up
-to summation order), and both see the same rectified-flow batches of real digits
-(`pytyr.train.tasks.flow.rectified.flow_inputs`). A training step is forward + `zero_grad` + backward + AdamW
-step. Steps ALTERNATE between the sides, the order flipped every pair, after a warm-up.
+to summation order), and both see the same rectified-flow batches of real digits (the
+`image_flow` task's `training_batch`). A training step is forward + `zero_grad` + backward +
+AdamW step. Steps ALTERNATE between the sides, the order flipped every pair, after a warm-up.
 
 Reported: median ms per step each, `plain/tyr` (goal >= 0.97), the median of the per-pair
 ratios, the forward alone, and the largest loss and parameter differences.
@@ -53,19 +53,16 @@ def build_pair(values: dict[str, Any], seed: int = 0) -> tuple[nn.Module, Flux]:
 
 
 def batches(values: dict[str, Any], n: int, seed: int) -> list[tuple[torch.Tensor, ...]]:
-    """`n` rectified-flow batches of real digits, as the model's inputs in order."""
-    from pytyr.data.digits import load_digits, random_batch
-    from pytyr.train.tasks.flow.rectified import flow_inputs
+    """`n` rectified-flow batches of real digits, as the model's inputs in order, made as
+    `tyr train` makes them: the `image_flow` task's `training_batch(k)`."""
+    from pytyr.train.task import TaskContext
+    from pytyr.train.tasks import task_class, task_options
 
-    digits, c = load_digits(), values["c"]
-    gen = torch.Generator().manual_seed(seed)
-    out = []
-    for _ in range(n):
-        d = random_batch(digits, values["b"], gen)
-        x = flow_inputs(d.images, d.labels, gen, num_classes=c["context_in_dim"],
-                        txt_len=c["txt_len"])
-        out.append(tuple(x[k] for k in INPUTS))
-    return out
+    table = {"name": "image_flow", "txt_len": values["c"]["txt_len"]}
+    cls = task_class(table, "bench")
+    task = cls(task_options(cls, table, "bench"), TaskContext(values["b"], seed))
+    task.prepare()
+    return [tuple(task.training_batch(k)[name] for name in INPUTS) for k in range(n)]
 
 
 def bench_pair(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0,

@@ -1,6 +1,6 @@
 """The masked diffusion model of examples/diffusion/Diffusion.lean: it checks, its mistakes are
-type errors, its graph has the inputs the `mdlm` task makes, it computes the plain-PyTorch model's
-arithmetic (`bench/diffusion_plain.py`), and it samples through `unmask`."""
+type errors, its graph has the inputs the `mdlm` task makes, it computes the plain-PyTorch
+model's arithmetic (`bench/diffusion_plain.py`), and it samples through `unmask`."""
 from __future__ import annotations
 
 import json
@@ -13,7 +13,8 @@ import torch
 from pytyr.errors import ConfigError, ExecError
 from pytyr.lean import check_files, instantiate_model, load
 from pytyr.pipeline import LeanModels, module_from_graph
-from pytyr.train.tasks.mdlm import masking as mdlm
+from pytyr.train.task import TaskContext
+from pytyr.train.tasks import task_class, task_options
 from pytyr.train.tasks.mdlm.unmask import prompt_template, unmask
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,16 +22,32 @@ if str(ROOT) not in sys.path:  # `bench` is a top-level package of the repositor
     sys.path.insert(0, str(ROOT))
 
 from bench import diffusion as bench_diffusion  # noqa: E402
-from bench.diffusion import batches, build_pair, recipe_values  # noqa: E402
+from bench.diffusion import build_pair, recipe_values  # noqa: E402
 
 LEAN = ROOT / "examples" / "diffusion" / "Diffusion.lean"
-C = {"vocab": 11, "block": 8, "n_layer": 2, "n_head": 2, "head_dim": 4, "dropout": 0.0}
+C = {"vocab": 75, "block": 8, "n_layer": 2, "n_head": 2, "head_dim": 4, "dropout": 0.0}
 TINY = {"c": C, "b": 3, "t": 8}
 
 
 @pytest.fixture(scope="module")
 def models() -> LeanModels:
     return LeanModels(LEAN)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("corpus"))
+
+
+def _batch(values: dict, seed: int, corpus: str) -> tuple[torch.Tensor, ...]:
+    """(ids, targets, weights): a training batch of the `mdlm` task (Shakespeare, 75
+    characters) for `values`' b rows of t characters, made as `tyr train` makes it."""
+    table = {"name": "mdlm", "seq": values["t"], "cache_dir": corpus}
+    cls = task_class(table, "test")
+    task = cls(task_options(cls, table, "test"), TaskContext(values["b"], seed))
+    task.prepare()
+    batch = task.training_batch(0)
+    return batch["ids"], batch["targets"], batch["weights"]
 
 
 def test_diffusion_checks():
@@ -41,12 +58,12 @@ def test_diffusion_checks():
 
 def test_training_graph_takes_the_mdlm_batch(models):
     g = models.graph("diffusion", TINY)
-    assert tuple(i.name for i in g.inputs) == mdlm.INPUTS
+    assert tuple(i.name for i in g.inputs) == ("ids", "targets", "weights")
     assert [(i.dtype, i.shape) for i in g.inputs] == [("i64", (3, 8)), ("i64", (3, 8)),
                                                       ("f32", (3, 8))]
     nodes = {n.name: n for n in g.nodes}
     outs = [nodes[o.ref] for o in g.outputs]
-    assert [o.shape for o in outs] == [(3, 8, 11), ()]
+    assert [o.shape for o in outs] == [(3, 8, 75), ()]
     assert outs[1].op == "weighted_cross_entropy2"
     ops = {n.op for n in g.nodes}
     assert "bidirectional_attention" in ops and "causal_attention" not in ops
@@ -55,7 +72,7 @@ def test_training_graph_takes_the_mdlm_batch(models):
 def test_mask_is_one_past_the_characters(models):
     # the embedding has a [MASK] row at id vocab; the head predicts characters only
     shapes = {p.path: p.shape for p in models.graph("diffusionLogits", TINY).params}
-    assert shapes["wte"] == (12, 8) and shapes["head"] == (11, 8)
+    assert shapes["wte"] == (76, 8) and shapes["head"] == (75, 8)
 
 
 def test_a_sequence_longer_than_the_block_is_rejected_before_training():
@@ -116,7 +133,7 @@ def test_an_embedding_without_the_mask_row_is_a_type_error(tmp_path):
            "is expected to have type T #[c.vocab + 1, ?d]" in diags[0].message
 
 
-def test_a_mask_id_fed_to_a_model_without_it_is_refused_at_the_call(tmp_path):
+def test_a_mask_id_fed_to_a_model_without_it_is_refused_at_the_call(tmp_path, corpus):
     # typed consistently without [MASK] (ids below c.vocab): the masked batches of the task
     # cannot be fed, and the first masked id is named before any node runs
     src = LEAN.read_text(encoding="utf-8").replace("wte : T #[c.mask + 1,", "wte : T #[c.vocab,")
@@ -124,8 +141,8 @@ def test_a_mask_id_fed_to_a_model_without_it_is_refused_at_the_call(tmp_path):
     f = tmp_path / "Diffusion.lean"
     f.write_text(src, encoding="utf-8")
     module = module_from_graph(LeanModels(f).graph("diffusion", TINY))
-    (ids, targets, weights), = batches(TINY, 1, seed=0)
-    with pytest.raises(ExecError, match=r"^input 'ids' : IT #\[3, 8\] 11 holds 11 at \[\d+, \d+\]"):
+    ids, targets, weights = _batch(TINY, 0, corpus)
+    with pytest.raises(ExecError, match=r"^input 'ids' : IT #\[3, 8\] 75 holds 75 at \[\d+, \d+\]"):
         module(ids, targets, weights)
 
 
@@ -136,15 +153,15 @@ def _close(a: torch.Tensor, b: torch.Tensor, what: str, atol: float = 1e-6) -> N
 
 
 @pytest.mark.parametrize("t", [8, 5], ids=["t=block", "t<block"])
-def test_forward_and_backward_match_plain_pytorch(t):
+def test_forward_and_backward_match_plain_pytorch(t, corpus):
     values = {**TINY, "t": t}
     tyr, plain = build_pair(values, seed=3)
     assert sorted(tyr.state_dict()) == sorted(plain.state_dict())  # the same keys
-    (ids, targets, weights), = batches(values, 1, seed=4)
+    ids, targets, weights = _batch(values, 4, corpus)
     assert bool((ids == C["vocab"]).any())  # some positions are masked
     zt, lt = tyr(ids, targets, weights)
     zp, lp = plain(ids, targets, weights)
-    assert zt.shape == (3, t, 11) and lt.shape == ()
+    assert zt.shape == (3, t, 75) and lt.shape == ()
     _close(zt, zp, "logits")
     _close(lt, lp, "loss")
     lt.backward()
@@ -159,10 +176,10 @@ def test_forward_and_backward_match_plain_pytorch(t):
     assert torch.count_nonzero(wpe[t:]) == 0
 
 
-def test_plain_model_is_bidirectional_and_dropout_only_in_training():
+def test_plain_model_is_bidirectional_and_dropout_only_in_training(corpus):
     values = {**TINY, "c": {**C, "dropout": 0.5}}
     tyr, plain = build_pair(values, seed=0)
-    (ids, targets, weights), = batches(values, 1, seed=1)
+    ids, targets, weights = _batch(values, 1, corpus)
     for m in (tyr, plain):
         m.train()
         assert not torch.equal(m(ids, targets, weights)[0], m(ids, targets, weights)[0])
@@ -176,11 +193,11 @@ def test_plain_model_is_bidirectional_and_dropout_only_in_training():
         _close(tyr(ids, targets, weights)[0], plain(ids, targets, weights)[0], "eval logits")
 
 
-def test_sampling_model_shares_the_weights_and_feeds_unmask(models):
+def test_sampling_model_shares_the_weights_and_feeds_unmask(models, corpus):
     train = module_from_graph(models.graph("diffusion", TINY), seed=5)
     sample = module_from_graph(models.graph("diffusionLogits", {**TINY, "b": 1})).eval()
     sample.load_state_dict(train.state_dict())
-    (ids, targets, weights), = batches(TINY, 1, seed=2)
+    ids, targets, weights = _batch(TINY, 2, corpus)
     with torch.no_grad():
         _close(sample(ids[:1])[0], train.eval()(ids, targets, weights)[0][:1], "logits")
     template = prompt_template(8, C["vocab"], [1, 2], [3])
@@ -200,7 +217,7 @@ def test_recipe_config_instantiates(models):
 
 
 def test_benchmark_runs_and_both_sides_agree():
-    tiny = recipe_values(vocab=11, block=8, n_layer=1, n_head=2, head_dim=4, b=2, t=8)
+    tiny = recipe_values(block=8, n_layer=1, n_head=2, head_dim=4, b=2, t=8)  # 75 characters
     r = bench_diffusion.run(steps=2, warmup=1, breakdown_iters=2, values=tiny)
     s = r["result"]
     assert r["benchmark"] == "diffusion" and r["goal_ratio"] == 0.97

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytyr.data.digits import (Digits, load_digits, load_digits_split, random_batch,
+from pytyr.data.digits import (Digits, load_digits, load_digits_split,
                                split_digits, to_gray, to_unit_range)
 from pytyr.errors import DataError
 
@@ -83,25 +83,3 @@ def test_bad_fractions_are_data_errors(fraction):
 def test_bad_seeds_are_data_errors(seed):
     with pytest.raises(DataError, match="seed must be an integer"):
         split_digits(numbered(20), 0.1, seed=seed)
-
-
-def test_random_batches_follow_the_generator():
-    data = numbered()
-    a = random_batch(data, 64, torch.Generator().manual_seed(5))
-    b = random_batch(data, 64, torch.Generator().manual_seed(5))
-    c = random_batch(data, 64, torch.Generator().manual_seed(6))
-    assert torch.equal(a.images, b.images) and not torch.equal(a.images, c.images)
-    assert a.images.shape == (64, 1, 8, 8)
-    assert torch.equal(a.images[:, 0, 0, 0].long() % 10, a.labels)
-
-
-@pytest.mark.parametrize("batch", [0, -1, 2.0, True])
-def test_bad_batch_sizes_are_data_errors(batch):
-    with pytest.raises(DataError, match="batch size must be a positive integer"):
-        random_batch(numbered(), batch, torch.Generator())
-
-
-def test_an_empty_set_has_no_batches():
-    _, empty = split_digits(numbered(), 0.0)
-    with pytest.raises(DataError, match="empty"):
-        random_batch(empty, 4, torch.Generator())

@@ -1,5 +1,6 @@
-"""Rectified-flow pieces: training times, the straight path and its velocity, label dropout,
-class conditioning, the Euler sampler with guidance, and the PNG grid."""
+"""Rectified-flow pieces: training times, the straight path and its velocity, class
+conditioning, the Euler sampler with guidance, the PNG grid, and the training batches the
+`image_flow` task makes of them (`training_batch`: noise, times, label dropout)."""
 from __future__ import annotations
 
 import math
@@ -10,10 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytyr.errors import ConfigError
-from pytyr.train.tasks.flow.rectified import (NULL_LABEL, class_conditioning, drop_labels, euler_sample,
-                              flow_inputs, interpolate, sample_timesteps, timestep_schedule,
-                              velocity_target)
+from pytyr.train.task import TaskContext
+from pytyr.train.tasks import task_class, task_options
 from pytyr.train.tasks.flow.image_grid import class_grid_labels, grid_array, write_grid
+from pytyr.train.tasks.flow.rectified import (NULL_LABEL, class_conditioning, euler_sample,
+                                              interpolate, sample_timesteps, timestep_schedule,
+                                              velocity_target)
 
 
 def gen(seed: int = 0) -> torch.Generator:
@@ -68,28 +71,6 @@ def test_each_example_has_its_own_time():
     assert torch.equal(out, torch.tensor([[0.25] * 3, [0.75] * 3]))
 
 
-def test_label_dropout():
-    labels = torch.arange(10).repeat(1000)
-    assert torch.equal(drop_labels(labels, 0.0, gen()), labels)
-    assert torch.equal(drop_labels(labels, 1.0, gen()), torch.full_like(labels, NULL_LABEL))
-    dropped = drop_labels(labels, 0.1, gen(5))
-    kept = dropped != NULL_LABEL
-    assert torch.equal(dropped[kept], labels[kept])
-    assert float((~kept).float().mean()) == pytest.approx(0.1, abs=0.01)
-    assert torch.equal(dropped, drop_labels(labels, 0.1, gen(5)))
-
-
-@given(st.one_of(st.floats(), st.integers(), st.booleans(), st.none()))
-@settings(max_examples=50, deadline=None)
-def test_label_dropout_must_be_a_probability(p):
-    labels = torch.arange(4)
-    if isinstance(p, (int, float)) and not isinstance(p, bool) and 0 <= p <= 1:
-        drop_labels(labels, p, gen())
-    else:
-        with pytest.raises(ConfigError, match="label dropout must be a probability"):
-            drop_labels(labels, p, gen())
-
-
 def test_class_conditioning_is_one_hot_and_null_is_zero():
     txt, y = class_conditioning(torch.tensor([3, NULL_LABEL, 0]), 4, txt_len=2)
     assert txt.shape == (3, 2, 4) and y.shape == (3, 4)
@@ -108,18 +89,37 @@ def test_bad_labels_are_config_errors(labels, fragment):
         class_conditioning(labels, 4)
 
 
-def test_flow_inputs_are_keyed_by_the_models_inputs_and_deterministic():
-    x0 = torch.randn(8, 1, 8, 8, generator=gen(1))
-    labels = torch.arange(8)
-    a = flow_inputs(x0, labels, gen(2), num_classes=10, label_dropout=0.5)
-    b = flow_inputs(x0, labels, gen(2), num_classes=10, label_dropout=0.5)
-    assert list(a) == ["img", "timesteps", "txt", "y", "target"]
+def _task(label_dropout: float = 0.1, micro: int = 8):
+    """The `image_flow` task on the digits: the only maker of training batches."""
+    cls = task_class({"name": "image_flow"}, "test")
+    table = {"name": "image_flow", "label_dropout": label_dropout}
+    task = cls(task_options(cls, table, "test"), TaskContext(micro, 3))
+    task.prepare()
+    return task
+
+
+def test_a_training_batch_is_keyed_by_the_models_inputs_and_pure_in_k():
+    task = _task(0.5)
+    a, b = task.training_batch(4), task.training_batch(4)
+    assert list(a) == list(task.feeds()) == ["img", "timesteps", "txt", "y", "target"]
     assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not torch.equal(a["img"], task.training_batch(5)["img"])
     assert a["txt"].shape == (8, 1, 10) and a["y"].shape == (8, 10) and a["timesteps"].shape == (8,)
     # x_t = x0 + t · (noise - x0): the image is on the path the target is the velocity of
+    x0 = task.batch(4)["x0"]
     t = a["timesteps"].reshape(8, 1, 1, 1)
     torch.testing.assert_close(a["img"], x0 + t * a["target"], rtol=1e-5, atol=1e-5)
-    assert 0 < int((a["y"].sum(1) == 0).sum()) < 8  # some labels dropped, not all
+
+
+@pytest.mark.parametrize("p", [0.0, 0.1, 1.0])
+def test_labels_are_dropped_at_the_configured_rate(p):
+    task = _task(p, micro=160)
+    batches = [task.training_batch(k) for k in range(10)]  # an epoch of the training split
+    dropped = torch.cat([b["y"].sum(1) == 0 for b in batches]).float().mean()
+    assert float(dropped) == pytest.approx(p, abs=0.02)
+    for k, b in enumerate(batches):  # a kept label is the image's own class, one-hot
+        labels, kept = task.batch(k)["labels"], b["y"].sum(1) == 1
+        assert torch.equal(b["y"][kept].argmax(1), labels[kept])
 
 
 def test_schedule_runs_from_noise_to_data_and_shifts_towards_noise():

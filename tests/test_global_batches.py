@@ -14,7 +14,7 @@ import random
 import pytest
 import torch
 
-from pytyr.train.task import StepRNG, TaskContext
+from pytyr.train.task import TaskContext
 from pytyr.train.tasks import task_class, task_options
 
 BATCH = 8
@@ -35,14 +35,9 @@ def _tasks(table: dict, micro: int, world: int, accum: int) -> list:
 
 def _train(tasks: list, step: int) -> dict[str, torch.Tensor]:
     """The global batch of `step`: every micro-batch of every rank, in row order, with the
-    per-step random inputs drawn as the engine draws them."""
+    per-step random inputs drawn as the engine draws them (`Task.training_batch`)."""
     c = tasks[0].ctx
-    parts = []
-    for j in range(c.accum):
-        k = step * c.accum + j
-        for t in tasks:
-            rng = StepRNG(c.seed, k, t.ctx.rank, c.world, c.accum)
-            parts.append(t.step_inputs(t.batch(k), rng))
+    parts = [t.training_batch(step * c.accum + j) for j in range(c.accum) for t in tasks]
     return {n: torch.cat([p[n] for p in parts]) for n in parts[0]}
 
 

@@ -1,26 +1,21 @@
-"""MDLM's batch pieces: masking rates, independent masking, ELBO weights, bits per character;
-all pure functions of their inputs and an explicit generator."""
+"""MDLM's batches: masking rates and ELBO weights (pure functions of their inputs and an
+explicit generator), and the training batches the `mdlm` task makes of them (`training_batch`,
+the one path the engine and the benchmarks take)."""
 from __future__ import annotations
-
-import math
 
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytyr.errors import ConfigError, DataError
+from pytyr.errors import ConfigError
+from pytyr.train.task import TaskContext
+from pytyr.train.tasks import task_class, task_options
 from pytyr.train.tasks.mdlm import masking as mdlm
-
-MASK = 10
 
 
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
-
-
-def _clean(b: int, l: int, seed: int = 0) -> torch.Tensor:
-    return torch.randint(0, MASK, (b, l), generator=_gen(seed))
 
 
 @settings(max_examples=50, deadline=None)
@@ -43,18 +38,6 @@ def test_iid_rates_are_uniform_over_the_interval():
     assert not torch.equal(t, t.sort().values)
 
 
-def test_masking_follows_the_rate_of_each_row():
-    targets = _clean(3, 40000)
-    rates = torch.tensor([0.1, 0.5, 1.0])
-    ids, masked = mdlm.mask_tokens(targets, rates, MASK, _gen(1))
-    assert masked.dtype == torch.bool and ids.dtype == torch.int64
-    assert torch.equal(ids == MASK, masked)
-    assert torch.equal(ids[~masked], targets[~masked])  # the rest is untouched
-    frac = masked.float().mean(1)
-    assert abs(float(frac[0]) - 0.1) < 0.01 and abs(float(frac[1]) - 0.5) < 0.01
-    assert float(frac[2]) == 1.0
-
-
 def test_weights_are_one_over_t_at_masked_positions_only():
     masked = torch.tensor([[True, False, True], [False, False, False]])
     rates = torch.tensor([0.25, 0.5])
@@ -62,82 +45,57 @@ def test_weights_are_one_over_t_at_masked_positions_only():
     assert torch.equal(w, torch.tensor([[4.0, 0.0, 4.0], [0.0, 0.0, 0.0]]))
 
 
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("corpus"))
+
+
+def _task(corpus: str, micro: int, seq: int, **options):
+    """The `mdlm` task over the Shakespeare corpus: the only maker of training batches."""
+    cls = task_class({"name": "mdlm"}, "test")
+    table = {"name": "mdlm", "seq": seq, "cache_dir": corpus, **options}
+    task = cls(task_options(cls, table, "test"), TaskContext(micro, 7))
+    task.prepare()
+    return task
+
+
 @pytest.mark.parametrize("stratified", [True, False])
-def test_mean_weight_is_one_so_the_loss_is_unbiased(stratified):
+def test_mean_weight_is_one_so_the_loss_is_unbiased(corpus, stratified):
     # E[masked / t | t] = 1: with a constant per-character loss c, the weighted loss is c
-    batch = mdlm.diffusion_batch(_clean(512, 256), MASK, _gen(2), stratified=stratified)
+    batch = _task(corpus, 512, 256, stratified=stratified).training_batch(2)
     assert abs(float(batch["weights"].mean()) - 1.0) < 0.03
 
 
-def test_batch_is_keyed_by_the_model_inputs_and_consistent():
-    targets = _clean(8, 32, seed=3)
-    batch = mdlm.diffusion_batch(targets, MASK, _gen(4))
-    assert tuple(batch) == mdlm.INPUTS == ("ids", "targets", "weights")
+def test_masking_follows_the_rate_of_each_row(corpus):
+    task = _task(corpus, 4, 20000, stratified=False)
+    batch = task.training_batch(0)
+    rates = 1 / batch["weights"].max(1).values  # a row's weight is 1/t where masked
+    frac = (batch["ids"] == task.mask_id).float().mean(1)
+    assert torch.allclose(frac, rates, atol=0.015), (frac, rates)
+
+
+def test_a_training_batch_is_keyed_by_the_model_inputs_and_consistent(corpus):
+    task = _task(corpus, 8, 32)
+    batch = task.training_batch(3)
+    assert list(batch) == list(task.feeds()) == ["ids", "targets", "weights"]
     ids, tg, w = batch["ids"], batch["targets"], batch["weights"]
     assert ids.dtype == tg.dtype == torch.int64 and w.dtype == torch.float32
     assert ids.shape == tg.shape == w.shape == (8, 32)
-    assert torch.equal(tg, targets)
-    assert torch.equal(ids == MASK, w > 0)
-    assert torch.equal(ids[w == 0], targets[w == 0])
+    assert torch.equal(tg, task.batch(3)["targets"])  # the clean windows of batch k
+    assert torch.equal(ids == task.mask_id, w > 0)
+    assert torch.equal(ids[w == 0], tg[w == 0])
     assert bool((w[w > 0] >= 1).all())  # 1/t with t <= 1
 
 
-@settings(max_examples=30, deadline=None)
-@given(st.integers(0, 2**31), st.integers(1, 16), st.integers(1, 64))
-def test_batch_is_a_pure_function_of_the_generator_state(seed, b, l):
-    targets = _clean(b, l, seed % 1000)
-    g = _gen(seed)
-    state = g.get_state()
-    one = mdlm.diffusion_batch(targets, MASK, g)
-    g.set_state(state)
-    two = mdlm.diffusion_batch(targets, MASK, g)
-    assert all(torch.equal(one[k], two[k]) for k in mdlm.INPUTS)
-    # and it leaves the generator in one state: the next batch is determined too
-    after = g.get_state()
-    g.set_state(state)
-    mdlm.diffusion_batch(targets, MASK, g)
-    assert torch.equal(g.get_state(), after) and not torch.equal(after, state)
-
-
-def test_different_generators_give_different_masks():
-    targets = _clean(4, 64)
-    a = mdlm.diffusion_batch(targets, MASK, _gen(5))
-    b = mdlm.diffusion_batch(targets, MASK, _gen(6))
-    assert not torch.equal(a["ids"], b["ids"])
-
-
-def test_global_rng_is_untouched():
+def test_a_training_batch_is_a_pure_function_of_k(corpus):
+    task = _task(corpus, 4, 64)
     state = torch.get_rng_state()
-    mdlm.diffusion_batch(_clean(4, 16), MASK, _gen(7))
-    assert torch.equal(torch.get_rng_state(), state)
-
-
-@pytest.mark.parametrize("targets,frag", [
-    (torch.tensor([[1, 2, MASK]]), "found 10"),            # already a mask token
-    (torch.tensor([[1, 2, 11]]), "found 11"),
-    (torch.tensor([[1, -1, 3]]), "found -1"),
-    (torch.tensor([1, 2, 3]), "int64 tensor [batch, length]"),
-    (torch.tensor([[1.0, 2.0]]), "int64 tensor [batch, length]"),
-    ([[1, 2]], "got list"),
-])
-def test_bad_clean_ids_are_data_errors(targets, frag):
-    with pytest.raises(DataError, match=r"^mdlm: clean ids") as info:
-        mdlm.diffusion_batch(targets, MASK, _gen(0))
-    assert frag in str(info.value)
-
-
-@pytest.mark.parametrize("kwargs,frag", [
-    ({"eps": 0.0}, "eps must be a number in (0, 1)"),
-    ({"eps": 1.0}, "eps must be a number in (0, 1)"),
-    ({"eps": "0.1"}, "eps must be a number in (0, 1)"),
-    ({"mask_id": 0}, "mask_id must be a positive integer"),
-    ({"mask_id": True}, "mask_id must be a positive integer"),
-])
-def test_bad_settings_are_config_errors(kwargs, frag):
-    mask_id = kwargs.pop("mask_id", MASK)
-    with pytest.raises(ConfigError) as info:
-        mdlm.diffusion_batch(_clean(2, 4), mask_id, _gen(0), **kwargs)
-    assert frag in str(info.value)
+    one, two = task.training_batch(5), task.training_batch(5)
+    assert all(torch.equal(one[k], two[k]) for k in one)
+    other = _task(corpus, 4, 64).training_batch(5)  # another instance: the same batch
+    assert all(torch.equal(one[k], other[k]) for k in one)
+    assert not torch.equal(one["ids"], task.training_batch(6)["ids"])
+    assert torch.equal(torch.get_rng_state(), state)  # the global RNG is untouched
 
 
 @pytest.mark.parametrize("rates,frag", [
@@ -147,23 +105,11 @@ def test_bad_settings_are_config_errors(kwargs, frag):
 ])
 def test_bad_rates_are_rejected(rates, frag):
     with pytest.raises(ConfigError) as info:
-        mdlm.mask_tokens(_clean(2, 4), rates, MASK, _gen(0))
-    assert frag in str(info.value)
-    with pytest.raises(ConfigError):
         mdlm.elbo_weights(torch.zeros(2, 4, dtype=torch.bool), rates)
+    assert frag in str(info.value)
 
 
 def test_bad_batch_size_rejected():
     for batch in (0, -1, 2.0, True):
         with pytest.raises(ConfigError, match="batch must be a positive integer"):
             mdlm.mask_rates(batch, _gen(0))
-
-
-def test_bits_per_char():
-    assert mdlm.bits_per_char(3 * math.log(2)) == pytest.approx(3.0)
-    assert mdlm.bits_per_char(0.0) == 0.0
-    # the GPT example's measured val loss 1.904 nats/char is 2.747 bits/char
-    assert mdlm.bits_per_char(1.904) == pytest.approx(2.7469, abs=1e-4)
-    for bad in (math.nan, math.inf, True):
-        with pytest.raises(ConfigError, match="bits_per_char"):
-            mdlm.bits_per_char(bad)

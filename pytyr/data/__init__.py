@@ -16,7 +16,7 @@ _EXPORTS = {
     "FORMATS": "shards", "read_shard": "shards", "write_shard": "shards",
     "BPETokenizer": "tokenizer", "CharTokenizer": "tokenizer", "encode_documents": "tokenizer",
     "load_tokenizer": "tokenizer", "train_bpe": "tokenizer",
-    "Digits": "digits", "load_digits_split": "digits", "random_batch": "digits",
+    "Digits": "digits", "load_digits_split": "digits",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -8,8 +8,8 @@ Pixels are scaled to `[-1, 1]` (`v / 8 - 1`), the range of the unit Gaussian noi
 rectified flow starts from. The train/validation split is stratified and deterministic: each
 class's images are permuted by a generator seeded with `seed`, and the first
 `round(val_fraction · count)` go to validation, so both parts keep the class balance and the
-same seed gives the same split on every machine. Batches are a pure function of the
-generator they are drawn with (`random_batch`), so a training step can redraw its batch.
+same seed gives the same split on every machine. Training batches are the `image_flow`
+task's (`pytyr.train.tasks.flow`).
 """
 from __future__ import annotations
 
@@ -75,15 +75,6 @@ def split_digits(digits: Digits, val_fraction: float = 0.1, seed: int = 0) -> tu
 def load_digits_split(val_fraction: float = 0.1, seed: int = 0) -> tuple[Digits, Digits]:
     """`split_digits(load_digits(), val_fraction, seed)`."""
     return split_digits(load_digits(), val_fraction, seed)
-
-
-def random_batch(digits: Digits, batch: int, generator: torch.Generator) -> Digits:
-    """`batch` images drawn uniformly with replacement by `generator`."""
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise DataError(f"the batch size must be a positive integer, got {batch!r}")
-    if len(digits) == 0:
-        raise DataError("cannot draw a batch from an empty set of digits")
-    return _subset(digits, torch.randint(0, len(digits), (batch,), generator=generator))
 
 
 def _subset(digits: Digits, idx: torch.Tensor) -> Digits:

@@ -4,9 +4,10 @@
 graph whose last output is the scalar loss) on `task`'s batches:
 
 - each optimizer step takes `accum` micro-batches per process (`TrainConfig.accumulation`);
-  micro-batch `k` is `task.batch(k)` passed through the task's `step_inputs` hook with a
-  `StepRNG(seed, k, rank, world, accum)`, so the whole data stream is a pure function of the
-  step, and step s is the same global batch for every world size and micro-batch split
+  micro-batch `k` is `task.training_batch(k)`: `task.batch(k)` passed through the task's
+  `step_inputs` hook with the `StepRNG` of (seed, k) of its rank (the task's `TaskContext`:
+  seed, rank, world, accum), so the whole data stream is a pure function of the step, and
+  step s is the same global batch for every world size and micro-batch split
   (`TaskContext.first_row`): 1 and N processes agree at every step, epochs wrapped or not;
 - the rate follows `settings.lr_multiplier` for every optimizer group; gradients are clipped
   to `grad_clip` (the norm is always measured); AdamW is fused where torch has it, Muon is
@@ -47,7 +48,7 @@ from pytyr.train.checkpoint import (capture_rng, load_checkpoint, read_state, re
 from pytyr.train.optim import make_optimizers, schedule_muon, set_rate
 from pytyr.train.report import write_outputs
 from pytyr.train.settings import TrainConfig, lr_multiplier
-from pytyr.train.task import Batch, StepRNG, Task
+from pytyr.train.task import Batch, Task
 from pytyr.train.threads import ThreadChoice, choose_threads
 
 History = dict[str, list[dict[str, float]]]
@@ -118,8 +119,7 @@ class Engine:
         return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
     def micro_batch(self, k: int) -> Batch:
-        rng = StepRNG(self.cfg.seed, k, self.rank, self.world, self.accum)
-        return self.task.step_inputs(self.task.batch(k), rng)
+        return self.task.training_batch(k)
 
     # -- evaluation ---------------------------------------------------------------------------
     @torch.no_grad()

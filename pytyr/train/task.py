@@ -203,6 +203,12 @@ class Task(abc.ABC):
         """The hook for per-step random inputs; the default feeds `batch` as it is."""
         return batch
 
+    def training_batch(self, k: int) -> Batch:
+        """Micro-batch `k` as the engine trains on it: `batch(k)` through `step_inputs` with
+        the `StepRNG` of (the run's seed, `k`) of this rank. The only way a training batch is
+        made: the engine, the benchmarks and the tests all call this."""
+        return self.step_inputs(self.batch(k), self.ctx.step_rng(self.ctx.seed, k))
+
     @abc.abstractmethod
     def eval_batches(self, split: str, iters: int) -> Iterator[Batch]:
         """The fixed evaluation batches of `split` (this rank's slices)."""

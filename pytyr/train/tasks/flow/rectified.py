@@ -12,9 +12,9 @@ conditional and unconditional by replacing a label with the null label `-1` with
 `p`; the null label's conditioning is all zeros. At sampling time the guided velocity is
 `v_null + w · (v_cond - v_null)` (`w = 1` is plain conditional sampling).
 
-Every random draw takes an explicit `torch.Generator`, so a step's batch is a pure function of
-the generator the training engine hands it; `flow_inputs` draws in a fixed order (noise, times,
-label dropout).
+Every random draw takes an explicit `torch.Generator`; the `image_flow` task's `step_inputs`
+(`task.py`) makes a training batch from these pieces with the step's RNG (noise, times, label
+dropout, in that order).
 """
 from __future__ import annotations
 
@@ -61,15 +61,6 @@ def velocity_target(x0: Tensor, noise: Tensor) -> Tensor:
     return noise - x0
 
 
-def drop_labels(labels: Tensor, p: float, generator: torch.Generator) -> Tensor:
-    """Each label replaced by the null label `-1` with probability `p` (classifier-free
-    guidance's condition dropout)."""
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
-        raise ConfigError(f"the label dropout must be a probability in [0, 1], got {p!r}")
-    drop = torch.rand(labels.shape, generator=generator) < p
-    return torch.where(drop, torch.full_like(labels, NULL_LABEL), labels)
-
-
 def class_conditioning(labels: Tensor, num_classes: int, txt_len: int = 1) -> tuple[Tensor, Tensor]:
     """Flux's two conditionings from class labels: `txt` `[n, txt_len, num_classes]` (each
     token the label's one-hot) and the pooled `y` `[n, num_classes]`; the null label `-1`
@@ -85,19 +76,6 @@ def class_conditioning(labels: Tensor, num_classes: int, txt_len: int = 1) -> tu
     keep = labels != NULL_LABEL
     y[keep, labels[keep]] = 1.0
     return y.unsqueeze(1).expand(-1, txt_len, -1).contiguous(), y
-
-
-def flow_inputs(x0: Tensor, labels: Tensor, generator: torch.Generator, *, num_classes: int,
-                txt_len: int = 1, timesteps: str = "logit_normal",
-                label_dropout: float = 0.1) -> dict[str, Tensor]:
-    """One training batch for Flux.lean's `flux`, keyed by its input names: `img` (`x_t`),
-    `timesteps`, `txt`, `y` (conditioning, labels dropped with `label_dropout`) and
-    `target` (`noise - x0`). Draws noise, then times, then the label dropout."""
-    noise = torch.randn(x0.shape, generator=generator)
-    t = sample_timesteps(x0.shape[0], generator, kind=timesteps)
-    txt, y = class_conditioning(drop_labels(labels, label_dropout, generator), num_classes, txt_len)
-    return {"img": interpolate(x0, noise, t), "timesteps": t, "txt": txt, "y": y,
-            "target": velocity_target(x0, noise)}
 
 
 def timestep_schedule(steps: int, shift: float = 1.0) -> Tensor:

@@ -12,34 +12,29 @@ and `-α'_t / (1 - α_t) = 1/t` for the linear schedule: the loss is cross entro
 positions, weighted by `1/t`. (MDLM's default "log-linear" schedule `α_t = 1 - (1 - ε) t` gives
 the same weight `1/t` with the masking rate `(1 - ε) t`; we truncate `t` to `[ε, 1)` instead.)
 
-One training or evaluation batch (`diffusion_batch`):
+One training or evaluation batch (the `mdlm` task's `step_inputs`, `task.py`):
   1. one rate `t` per sequence in `[eps, 1)` (`mask_rates`): stratified by default (MDLM's
      "antithetic"/low-discrepancy sampler: `t_i = eps + (1 - eps)(u + i)/b` with one
      `u ~ U(0, 1)`), which lowers the variance of the batch's loss; or i.i.d.;
-  2. each position masked with probability `t` of its row (`mask_tokens`);
+  2. each position masked with probability `t` of its row;
   3. weights `1/t` at the masked positions, `0` elsewhere (`elbo_weights`).
 The model's `weightedCrossEntropy2` divides the weighted sum by the number of positions, so
 the loss is an unbiased estimate of the NELBO per character in nats (the part of the integral
 over `t < eps` is left out: about `eps` times the loss, 0.1 % for `eps = 1e-3`).
-`bits_per_char` converts it, or a language model's cross entropy, to bits: the NELBO bounds
-the diffusion model's negative log-likelihood from above, so its bits per character compare
-conservatively with an autoregressive model's validation loss on the same text.
+The task reports it in bits too (`bpc`): the NELBO bounds the diffusion model's negative
+log-likelihood from above, so its bits per character compare conservatively with an
+autoregressive model's validation loss on the same text.
 
-Randomness comes only from the `torch.Generator` passed in, drawn in a fixed order (rates,
-then masks) on the generator's device, so a batch is a pure function of (clean ids, mask id,
-generator state); the results are on the device of the clean ids.
+Randomness comes only from the `torch.Generator` passed in, so the rates are a pure function
+of the generator's state.
 """
 from __future__ import annotations
 
-import math
-
 import torch
 
-from pytyr.errors import ConfigError, DataError
+from pytyr.errors import ConfigError
 
 EPS = 1e-3  # smallest masking rate, as MDLM's sampling_eps
-# The inputs of a training model (examples/diffusion/Diffusion.lean's `diffusion`), in order.
-INPUTS = ("ids", "targets", "weights")
 
 
 def _check_eps(eps: float) -> float:
@@ -68,20 +63,6 @@ def mask_rates(batch: int, generator: torch.Generator, *, eps: float = EPS,
     return (eps + (1 - eps) * s).clamp(max=1.0).to(torch.float32)
 
 
-def _check_ids(targets: torch.Tensor, mask_id: int) -> None:
-    if isinstance(mask_id, bool) or not isinstance(mask_id, int) or mask_id < 1:
-        raise ConfigError(f"mdlm: mask_id must be a positive integer (one past the "
-                          f"characters), got {mask_id!r}")
-    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.int64 or targets.ndim != 2:
-        what = (f"{targets.dtype} {list(targets.shape)}" if isinstance(targets, torch.Tensor)
-                else type(targets).__name__)
-        raise DataError(f"mdlm: clean ids must be an int64 tensor [batch, length], got {what}")
-    if targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= mask_id):
-        bad = int(targets.max()) if int(targets.max()) >= mask_id else int(targets.min())
-        raise DataError(f"mdlm: clean ids must be characters in 0..{mask_id - 1} (the mask "
-                        f"token is {mask_id}), found {bad}")
-
-
 def _check_rates(rates: torch.Tensor, batch: int) -> None:
     if not isinstance(rates, torch.Tensor) or rates.shape != (batch,):
         shape = list(rates.shape) if isinstance(rates, torch.Tensor) else type(rates).__name__
@@ -92,24 +73,6 @@ def _check_rates(rates: torch.Tensor, batch: int) -> None:
                           f"max {float(rates.max())}")
 
 
-def mask_tokens(targets: torch.Tensor, rates: torch.Tensor, mask_id: int,
-                generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mask each position of `targets` (int64 [b, l]) independently with probability
-    `rates[row]` (f32 [b]): (ids int64 [b, l] with `mask_id` where masked, masked bool [b, l]).
-    Draws `b * l` uniforms."""
-    _check_ids(targets, mask_id)
-    _check_rates(rates, targets.shape[0])
-    return _mask(targets, rates, mask_id, generator)
-
-
-def _mask(targets: torch.Tensor, rates: torch.Tensor, mask_id: int,
-          generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    # drawn on the generator's device, then moved to the ids' device
-    u = torch.rand(targets.shape, generator=generator, device=generator.device)
-    masked = u.to(targets.device) < rates.to(targets.device)[:, None]
-    return targets.masked_fill(masked, mask_id), masked
-
-
 def elbo_weights(masked: torch.Tensor, rates: torch.Tensor) -> torch.Tensor:
     """Loss weights f32 [b, l] of the linear schedule: `1 / rates[row]` where `masked`
     (bool [b, l]), 0 elsewhere."""
@@ -118,21 +81,3 @@ def elbo_weights(masked: torch.Tensor, rates: torch.Tensor) -> torch.Tensor:
                           f"{masked.dtype} {list(masked.shape)}")
     _check_rates(rates, masked.shape[0])
     return masked.to(torch.float32) / rates.to(masked.device)[:, None]
-
-
-def diffusion_batch(targets: torch.Tensor, mask_id: int, generator: torch.Generator, *,
-                    eps: float = EPS, stratified: bool = True) -> dict[str, torch.Tensor]:
-    """One MDLM batch from clean ids (int64 [b, l]), keyed by the training model's inputs:
-    `{"ids": masked ids, "targets": the clean ids, "weights": 1/t at masked positions}`."""
-    _check_ids(targets, mask_id)
-    rates = mask_rates(targets.shape[0], generator, eps=eps, stratified=stratified)
-    ids, masked = _mask(targets, rates, mask_id, generator)
-    weights = masked.to(torch.float32) / rates.to(targets.device)[:, None]
-    return dict(zip(INPUTS, (ids, targets, weights)))
-
-
-def bits_per_char(nats_per_char: float) -> float:
-    """A loss in nats per character (the NELBO, or a language model's cross entropy) in bits."""
-    if isinstance(nats_per_char, bool) or not math.isfinite(float(nats_per_char)):
-        raise ConfigError(f"bits_per_char: expected a finite number of nats, got {nats_per_char!r}")
-    return float(nats_per_char) / math.log(2)
