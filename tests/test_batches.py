@@ -1,4 +1,4 @@
-"""RandomBatches: nanoGPT's get_batch, deterministic, resumable, split across ranks."""
+"""RandomBatches: nanoGPT's get_batch, a pure function of (seed, k), split across ranks."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,7 +12,7 @@ TOKENS = np.arange(1000, dtype=np.uint16)
 
 
 def test_shapes_dtype_and_shift():
-    x, y = next(RandomBatches(TOKENS, 4, 16, seed=0))
+    x, y = RandomBatches(TOKENS, 4, 16, seed=0).batch_at(0)
     assert x.shape == y.shape == (4, 16) and x.dtype == y.dtype == torch.int64
     assert torch.equal(y[:, :-1], x[:, 1:])
     # arange tokens: every window is consecutive and the target is the next token
@@ -22,43 +22,25 @@ def test_shapes_dtype_and_shift():
 
 def test_windows_cover_the_last_token():
     small = np.arange(10, dtype=np.uint16)
-    seen = {int(next(RandomBatches(small, 1, 4, seed=s))[1][0, -1]) for s in range(200)}
+    seen = {int(RandomBatches(small, 1, 4, seed=s).batch_at(0)[1][0, -1]) for s in range(200)}
     assert seen == set(range(4, 10))  # offsets 0..5 all occur, target never past the end
 
 
 def test_same_seed_same_batches_other_seed_other_batches():
     a, b, c = (RandomBatches(TOKENS, 8, 8, seed=s) for s in (1, 1, 2))
-    for _ in range(3):
-        xa, xb, xc = next(a)[0], next(b)[0], next(c)[0]
+    for k in range(3):
+        xa, xb, xc = a.batch_at(k)[0], b.batch_at(k)[0], c.batch_at(k)[0]
         assert torch.equal(xa, xb) and not torch.equal(xa, xc)
-
-
-def test_state_round_trip_continues_the_stream():
-    ref = RandomBatches(TOKENS, 4, 8, seed=3)
-    expected = [next(ref)[0] for _ in range(6)]
-    first = RandomBatches(TOKENS, 4, 8, seed=3)
-    for _ in range(4):
-        next(first)
-    state = first.state_dict()
-    assert state["step"] == 4
-    resumed = RandomBatches(TOKENS, 4, 8, seed=3)
-    resumed.load_state_dict(state)
-    assert torch.equal(next(resumed)[0], expected[4]) and torch.equal(next(resumed)[0], expected[5])
-
-
-def test_load_state_refuses_another_stream():
-    state = RandomBatches(TOKENS, 4, 8, seed=3).state_dict()
-    with pytest.raises(ConfigError, match="seed: saved 3, here 4"):
-        RandomBatches(TOKENS, 4, 8, seed=4).load_state_dict(state)
+        assert not torch.equal(xa, a.batch_at(k + 1)[0])
 
 
 def test_ranks_are_disjoint_slices_of_one_global_stream():
     world = 3
     ranks = [RandomBatches(TOKENS, 2, 8, seed=7, rank=r, world=world) for r in range(world)]
     whole = RandomBatches(TOKENS, 2 * world, 8, seed=7)
-    for _ in range(4):
-        parts = [next(r)[0] for r in ranks]
-        assert torch.equal(torch.cat(parts), next(whole)[0])
+    for k in range(4):
+        parts = [r.batch_at(k)[0] for r in ranks]
+        assert torch.equal(torch.cat(parts), whole.batch_at(k)[0])
         starts = [p[:, 0] for p in parts]
         assert not torch.equal(starts[0], starts[1]) and not torch.equal(starts[1], starts[2])
 

@@ -94,7 +94,7 @@ def test_crash_mid_save_leaves_previous_checkpoint_loadable(tmp_path, monkeypatc
     elif fail_at == "state":
         monkeypatch.setattr(checkpoint, "_write_state", crash)
     elif fail_at == "fsync":
-        monkeypatch.setattr(checkpoint, "_fsync", crash)
+        monkeypatch.setattr(checkpoint, "fsync_dir", crash)
     else:
         real, calls = checkpoint._rename, []
 

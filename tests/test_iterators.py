@@ -1,4 +1,4 @@
-"""Sequential and dynamic batch iterators: shapes, shards, BOS packing, ranks, resume, graphs."""
+"""The sequential batch iterator: shapes, shards, BOS packing, ranks, epochs, bad input."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,11 +7,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytyr.data.graph_fit import check_against_graph
-from pytyr.data.iterators import BatchIterator, SequentialBatchIterator, bos_aligned_starts
+from pytyr.data.iterators import SequentialBatchIterator, bos_aligned_starts
 from pytyr.data.shards import HEADER_INTS, MAGIC, write_shard
 from pytyr.errors import ConfigError, DataError
-from pytyr.ir.graph import Graph, Input
 
 TOKENS = np.arange(1000, dtype=np.uint16)
 
@@ -100,42 +98,6 @@ def test_rank_sharding_disjoint_deterministic_and_complete():
     assert set().union(*sets) == set(single.tolist())
 
 
-@pytest.mark.parametrize("make", [
-    lambda: SequentialBatchIterator(TOKENS, 3, 7, rank=1, world=2),
-    lambda: SequentialBatchIterator(TOKENS % 50, 3, 7, loop=True, bos_id=0),
-    lambda: BatchIterator(TOKENS, 5, 9, last="pad", rank=1, world=2),
-    lambda: BatchIterator(TOKENS, 5, 9, last="short"),
-])
-def test_resume_continues_on_exactly_the_next_batch(make):
-    ref = make()
-    expected = [ref.batch_at(k) for k in range(min(len(ref), 8))]
-    first = make()
-    for _ in range(3):
-        next(first)
-    state = first.state_dict()
-    import json
-    resumed = make()
-    resumed.load_state_dict(json.loads(json.dumps(state)))  # JSON-safe
-    for k in range(3, len(expected)):
-        got = next(resumed)
-        assert all(torch.equal(g, e) for g, e in zip(got, expected[k]))
-
-
-def test_resume_refuses_another_stream():
-    state = SequentialBatchIterator(TOKENS, 4, 8).state_dict()
-    with pytest.raises(ConfigError, match="batch: saved 4, here 2"):
-        SequentialBatchIterator(TOKENS, 2, 8).load_state_dict(state)
-    with pytest.raises(ConfigError, match="bad step"):
-        SequentialBatchIterator(TOKENS, 4, 8).load_state_dict({**state, "step": -1})
-    # a cursor of the other packing (or of a version before packing was recorded) is refused
-    aligned = SequentialBatchIterator(TOKENS % 50, 4, 8, bos_id=0)
-    with pytest.raises(ConfigError, match="packing: saved 'packed', here 'bos_aligned'"):
-        aligned.load_state_dict({**state, "bos_id": 0, "shard_tokens": [1000]})
-    old = {k: v for k, v in state.items() if k not in ("packing", "loop")}
-    with pytest.raises(ConfigError, match="packing: saved None, here 'packed'"):
-        SequentialBatchIterator(TOKENS, 4, 8).load_state_dict(old)
-
-
 def test_bos_aligned_packing():
     bos = 0
     docs = [[bos, 1, 2, 3], [bos, 4, 5], [bos, 6, 7, 8, 9, 10, 11], [bos, 12], [bos, 13, 14]]
@@ -149,83 +111,6 @@ def test_bos_aligned_packing():
     it = SequentialBatchIterator(tokens, 2, 4, bos_id=bos)
     x, y = next(it)
     assert x[:, 0].tolist() == [bos, bos] and y.tolist() == [[1, 2, 3, 0], [4, 5, 0, 6]]
-
-
-def test_batch_iterator_last_batch_is_explicit():
-    tokens = np.arange(100, dtype=np.uint16)  # 12 rows of seq 8 (+ a tail of 4 tokens)
-    with pytest.raises(TypeError, match="last"):
-        BatchIterator(tokens, 5, 8)  # type: ignore[call-arg]  (no silent default)
-    with pytest.raises(ConfigError, match="last must be 'drop', 'short' or 'pad'"):
-        BatchIterator(tokens, 5, 8, last="keep")  # type: ignore[arg-type]
-    drop = BatchIterator(tokens, 5, 8, last="drop")
-    assert [x.shape[0] for x, _ in drop] == [5, 5] and drop.dropped_rows == 2
-    short = BatchIterator(tokens, 5, 8, last="short")
-    assert [x.shape[0] for x, _ in short] == [5, 5, 2]
-    assert short.shapes == [(5, 8), (2, 8)] and short.last_batch == 2
-    pad = BatchIterator(tokens, 5, 8, last="pad")
-    batches = list(pad)
-    assert [len(b) for b in batches] == [3, 3, 3] and all(b[0].shape == (5, 8) for b in batches)
-    x, y, mask = batches[-1]
-    # rows 10, 11 full, row 12 the 4-token tail (3 targets), rows 13, 14 all padding
-    assert mask.sum(1).tolist() == [8, 8, 3, 0, 0]
-    assert x[2, :4].tolist() == [96, 97, 98, 99] and y[2, :3].tolist() == [97, 98, 99]
-    assert torch.equal(y[mask], x[mask] + 1)
-    pad.reset()
-    assert len(list(pad)) == 3
-
-
-def test_batch_iterator_ranks():
-    tokens = np.arange(100, dtype=np.uint16)
-    rows = [torch.cat([b[0] for b in BatchIterator(tokens, 2, 8, last="short", rank=r, world=3)])
-            for r in range(3)]
-    firsts = [set(r[:, 0].tolist()) for r in rows]
-    assert firsts[0] == {0, 24, 48, 72} and set().union(*firsts) == set(range(0, 96, 8))
-    drops = [len(BatchIterator(tokens, 2, 8, last="drop", rank=r, world=3)) for r in range(3)]
-    pads = [len(BatchIterator(tokens, 3, 8, last="pad", rank=r, world=5)) for r in range(5)]
-    assert len(set(drops)) == 1 and len(set(pads)) == 1  # ranks stay in step
-
-
-def _graph(*inputs: Input) -> Graph:
-    return Graph("gpt", list(inputs), [], [], [])
-
-
-def test_check_against_graph():
-    it = SequentialBatchIterator(TOKENS, 4, 8)
-    check_against_graph(it, _graph(Input("x", (4, 8), "i64"), Input("y", (4, 8), "i64")))
-    with pytest.raises(ConfigError) as e:
-        check_against_graph(it, _graph(Input("idx", (12, 64), "i64")))
-    assert "[4, 8]" in str(e.value) and "IT #[12, 64]" in str(e.value) and "'idx'" in str(e.value)
-    with pytest.raises(ConfigError, match="no token input"):
-        check_against_graph(it, _graph(Input("x", (4, 8))))
-    with pytest.raises(ConfigError, match="no input 'tok'"):
-        check_against_graph(it, _graph(Input("x", (4, 8), "i64")), input_name="tok")
-    short = BatchIterator(np.arange(100, dtype=np.uint16), 5, 8, last="short")
-    full = _graph(Input("x", (5, 8), "i64"))
-    with pytest.raises(ConfigError, match=r"\[2, 8\]"):
-        check_against_graph(short, full)
-    check_against_graph(short, [full, _graph(Input("x", (2, 8), "i64"))])
-
-
-def test_check_against_graph_compares_the_vocabulary_with_the_bound():
-    it = SequentialBatchIterator(TOKENS, 4, 8, vocab_size=int(TOKENS.max()) + 1)
-    vocab = it.vocab_size
-    check_against_graph(it, _graph(Input("idx", (4, 8), "i64", vocab)))
-    check_against_graph(it, _graph(Input("idx", (4, 8), "i64", vocab + 5)))  # room to spare
-    with pytest.raises(ConfigError) as e:
-        check_against_graph(it, _graph(Input("idx", (4, 8), "i64", vocab - 1)))
-    assert str(e.value) == (f"SequentialBatchIterator yields ids below {vocab} (its vocab_size) "
-                            f"but model 'gpt' input 'idx' : IT #[4, 8] {vocab - 1} takes ids "
-                            f"below {vocab - 1}")
-    # an iterator that was not told its vocabulary checks the shapes only
-    check_against_graph(SequentialBatchIterator(TOKENS, 4, 8),
-                        _graph(Input("idx", (4, 8), "i64", 1)))
-
-
-def test_padding_must_be_an_id_of_the_vocabulary():
-    tokens = np.arange(100, dtype=np.uint16) % 10
-    BatchIterator(tokens, 5, 8, last="pad", pad_id=9, vocab_size=10)
-    with pytest.raises(ConfigError, match=r"pad_id 10 is outside the vocabulary \(vocab_size 10\)"):
-        BatchIterator(tokens, 5, 8, last="pad", pad_id=10, vocab_size=10)
 
 
 def test_bad_inputs_name_the_file(tmp_path):
@@ -245,7 +130,7 @@ def test_bad_inputs_name_the_file(tmp_path):
                             f"end, plus the last row's last target)")
     SequentialBatchIterator(good, 1, 2)  # one row of 2 + 1 fits (the bound is exact)
     with pytest.raises(DataError, match="empty dataset"):
-        BatchIterator([], 1, 2, last="drop")
+        SequentialBatchIterator([], 1, 2)
     with pytest.raises(ConfigError, match="rank must be in 0..1"):
         SequentialBatchIterator(TOKENS, 1, 2, rank=2, world=2)
 

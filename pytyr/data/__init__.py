@@ -11,8 +11,7 @@ from typing import Any
 
 _EXPORTS = {
     "RandomBatches": "batches",
-    "BatchIterator": "iterators", "SequentialBatchIterator": "iterators",
-    "bos_aligned_starts": "iterators", "check_against_graph": "graph_fit",
+    "SequentialBatchIterator": "iterators", "bos_aligned_starts": "iterators",
     "FORMATS": "shards", "read_shard": "shards", "write_shard": "shards",
     "BPETokenizer": "tokenizer", "CharTokenizer": "tokenizer", "encode_documents": "tokenizer",
     "load_tokenizer": "tokenizer", "train_bpe": "tokenizer",

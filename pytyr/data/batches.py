@@ -1,8 +1,8 @@
-"""Random language-model batches from a token array (nanoGPT's `get_batch`), resumable.
+"""Random language-model batches from a token array (nanoGPT's `get_batch`).
 
 Batch k of a stream is a pure function of (seed, k): its offsets come from a numpy generator
-seeded with (seed, k), so the stream's whole state is the counter `k`. Saving it in a
-checkpoint and loading it back makes a resumed run draw exactly the batches it would have.
+seeded with (seed, k), so a resumed run needs only the step to draw exactly the batches it
+would have.
 
 Ranks and micro-batches: batch k belongs to global batch `k // accum`, whose
 `batch * world * accum` offsets are drawn once (seeded by it); micro-step `k % accum` of rank
@@ -12,8 +12,6 @@ drawing the same global batches, however they are split into processes and micro
 """
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 
@@ -22,7 +20,7 @@ from pytyr.errors import ConfigError, DataError
 
 
 class RandomBatches:
-    """An endless iterator of (x, y), both int64 tensors of shape [batch, seq], where
+    """Batches (x, y), both int64 tensors of shape [batch, seq] (`batch_at(k)`), where
     x[b] = tokens[i_b : i_b + seq] and y[b] = tokens[i_b + 1 : i_b + seq + 1] for random
     offsets i_b in [0, len(tokens) - seq).
 
@@ -32,8 +30,7 @@ class RandomBatches:
     """
 
     def __init__(self, tokens: np.ndarray, batch: int, seq: int, *, seed: int,
-                 rank: int = 0, world: int = 1, accum: int = 1,
-                 device: str | torch.device | None = None, vocab_size: int | None = None):
+                 rank: int = 0, world: int = 1, accum: int = 1, vocab_size: int | None = None):
         for name, value in (("batch", batch), ("seq", seq), ("world", world), ("accum", accum)):
             if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
                 raise ConfigError(f"RandomBatches: {name} must be a positive integer, "
@@ -52,8 +49,6 @@ class RandomBatches:
         self.tokens = tokens
         self.batch, self.seq, self.seed = batch, seq, seed
         self.rank, self.world, self.accum = rank, world, accum
-        self.device = device
-        self.step = 0  # the index of the next batch to draw
 
     def offsets(self, step: int) -> np.ndarray:
         """This rank's window starts for batch `step`: int64 [batch]."""
@@ -69,35 +64,4 @@ class RandomBatches:
         starts = self.offsets(step)
         window = np.stack([np.asarray(self.tokens[i:i + self.seq + 1]) for i in starts])
         window = torch.from_numpy(window.astype(np.int64))
-        x, y = window[:, :-1].contiguous(), window[:, 1:].contiguous()
-        if self.device is not None:
-            x, y = x.to(self.device), y.to(self.device)
-        return x, y
-
-    def __iter__(self) -> RandomBatches:
-        return self
-
-    def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
-        out = self.batch_at(self.step)
-        self.step += 1
-        return out
-
-    def state_dict(self) -> dict[str, Any]:
-        """JSON-safe cursor: the next step plus what the stream's identity depends on."""
-        return {"step": self.step, "seed": self.seed, "batch": self.batch, "seq": self.seq,
-                "rank": self.rank, "world": self.world, "accum": self.accum,
-                "n_tokens": len(self.tokens)}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from `state`; refuses a state from a differently configured stream, which
-        would silently draw other batches than the interrupted run."""
-        mine = self.state_dict()
-        diff = [f"{k}: saved {state.get(k)!r}, here {mine[k]!r}"
-                for k in mine if k != "step" and state.get(k) != mine[k]]
-        if diff:
-            raise ConfigError("RandomBatches.load_state_dict: the saved stream differs from "
-                              "this one (" + "; ".join(diff) + ")")
-        step = state.get("step")
-        if not (isinstance(step, int) and step >= 0):
-            raise ConfigError(f"RandomBatches.load_state_dict: bad step {step!r}")
-        self.step = step
+        return window[:, :-1].contiguous(), window[:, 1:].contiguous()

@@ -1,33 +1,28 @@
-"""Sequential language-model batches over token shards: fixed and dynamic dimensions.
+"""Sequential language-model batches over token shards (`shard_lm`'s data).
 
 A *row* is a window of `seq + 1` tokens: x = row[:-1], y = row[1:].
 
-* `SequentialBatchIterator` has fixed dimensions: every batch is exactly [batch, seq]. Step k
-  takes `batch * world` rows; rank r takes the r-th block of `batch` of them. By default the
-  rows are *packed*: the shards are one token stream (documents end to end, BOS-delimited, as
-  `tyr data prepare` writes them; nanoGPT's layout) and row i starts at token i * seq of it,
-  crossing shard boundaries, so a pass reads every token. Looping, the stream wraps: step k
-  starts at token k * batch * world * seq modulo its length, so each epoch reads every token
-  and none is dropped. With `bos_id` the rows are BOS-aligned instead (nanochat's layout, see
-  `bos_aligned_starts`): every row starts at a document's BOS, and the rows of all shards, in
-  order, are one list that wraps row by row: row i of the stream is row i modulo their
-  count, so an epoch reads every row and none is dropped. Either way batch k of rank r is
-  rows `(k * world + r) * batch …` of one stream, whatever the world size: W processes with
-  batch b read what one process reads with batch W·b (wraps included).
-* `BatchIterator` is one finite pass with dynamic dimensions: ranks take rows strided
-  (row i goes to rank i % world) and the last, short batch is handled as the caller chose with
-  `last=` ("drop", "short" or "pad"; there is no default).
+`SequentialBatchIterator` yields batches of exactly [batch, seq]. Step k takes
+`batch * world` rows; rank r takes the r-th block of `batch` of them. By default the rows are
+*packed*: the shards are one token stream (documents end to end, BOS-delimited, as `tyr data
+prepare` writes them; nanoGPT's layout) and row i starts at token i * seq of it, crossing
+shard boundaries, so a pass reads every token. Looping, the stream wraps: step k starts at
+token k * batch * world * seq modulo its length, so each epoch reads every token and none is
+dropped. With `bos_id` the rows are BOS-aligned instead (nanochat's layout, see
+`bos_aligned_starts`): every row starts at a document's BOS, and the rows of all shards, in
+order, are one list that wraps row by row: row i of the stream is row i modulo their count,
+so an epoch reads every row and none is dropped. Either way batch k of rank r is rows
+`(k * world + r) * batch …` of one stream, whatever the world size: W processes with batch b
+read what one process reads with batch W·b (wraps included).
 
-Batch k of either iterator is a pure function of k, so the iterator's whole state is the
-counter: `state_dict()` / `load_state_dict()` resume exactly on the next batch.
-(`pytyr.data.graph_fit.check_against_graph` compares an iterator with a model's token input.)
+Batch k is a pure function of k (`batch_at`), so a resumed run needs only the step.
 """
 from __future__ import annotations
 
 import bisect
 import os
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
@@ -36,7 +31,6 @@ from pytyr.data.shards import Format, check_vocab, read_shard
 from pytyr.errors import ConfigError, DataError
 
 Source = str | os.PathLike[str] | np.ndarray
-LastBatch = Literal["drop", "short", "pad"]
 
 
 def _positive(owner: str, **values: Any) -> None:
@@ -124,23 +118,15 @@ class _Stream:
 
 
 class _Rows:
-    """The rows of a list of shards: per shard, back to back or at BOS-aligned starts."""
+    """The BOS-aligned rows of a list of shards (`bos_aligned_starts`), shard by shard."""
 
-    def __init__(self, arrays: list[np.ndarray], names: list[str], seq: int,
-                 bos_id: int | None):
+    def __init__(self, arrays: list[np.ndarray], seq: int, bos_id: int):
         # Plain ndarray views of the memmaps: a memmap's slicing runs Python code of its own
         # (numpy's __getitem__ and __array_finalize__), as long as the copy of a batch.
         self.arrays = [np.asarray(a) for a in arrays]
-        self.names, self.seq, self.bos_id = names, seq, bos_id
-        if bos_id is None:
-            self.starts = None
-            self.counts = [max(0, (len(a) - 1) // seq) for a in arrays]
-        else:
-            self.starts = [bos_aligned_starts(a, seq, bos_id) for a in arrays]
-            self.counts = [len(s) for s in self.starts]
-
-    def start(self, shard: int, row: int) -> int:
-        return row * self.seq if self.starts is None else int(self.starts[shard][row])
+        self.seq = seq
+        self.starts = [bos_aligned_starts(a, seq, bos_id) for a in arrays]
+        self.counts = [len(s) for s in self.starts]
 
     def rows(self, shard: int, which: np.ndarray) -> np.ndarray:
         """BOS-aligned rows `which` of a shard: int64 [len(which), seq + 1]."""
@@ -160,14 +146,13 @@ class SequentialBatchIterator:
 
     def __init__(self, shards: Source | Sequence[Source], batch: int, seq: int, *,
                  rank: int = 0, world: int = 1, accum: int = 1, bos_id: int | None = None,
-                 loop: bool = False, vocab_size: int | None = None, fmt: Format | None = None,
-                 device: str | torch.device | None = None):
+                 loop: bool = False, vocab_size: int | None = None, fmt: Format | None = None):
         owner = type(self).__name__
         _positive(owner, batch=batch, seq=seq, world=world, accum=accum)
         _check_rank(owner, rank, world)
         arrays, names = load_shards(shards, vocab_size, fmt)
         self.batch, self.seq, self.rank, self.world = batch, seq, rank, world
-        self.bos_id, self.loop, self.device = bos_id, loop, device
+        self.bos_id, self.loop = bos_id, loop
         self.vocab_size = vocab_size  # every token was checked below it
         self.tokens = sum(len(a) for a in arrays)
         self.step_tokens = batch * world * seq  # the stream advances this much per step
@@ -187,7 +172,7 @@ class SequentialBatchIterator:
             self.dropped_rows = 0 if loop else \
                 (self.tokens - 1) // seq - self.steps_per_epoch * batch * world
         else:
-            self._stream, self._rows = None, _Rows(arrays, names, seq, bos_id)
+            self._stream, self._rows = None, _Rows(arrays, seq, bos_id)
             self._init_bos_aligned(names)
         self.step = 0
 
@@ -206,15 +191,6 @@ class SequentialBatchIterator:
                             f"starts at a BOS at least {self.seq} tokens after the previous "
                             f"row's and needs {self.seq + 1} tokens before its shard's end)")
         self.steps_per_epoch = self.rows_total // per_step
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return (self.batch, self.seq)
-
-    @property
-    def shapes(self) -> list[tuple[int, int]]:
-        """Every shape this iterator yields (one: its dimensions are fixed)."""
-        return [self.shape]
 
     @property
     def epoch(self) -> int:
@@ -245,8 +221,6 @@ class SequentialBatchIterator:
             first = (k * self.world + self.rank) * self.batch
             rows = torch.from_numpy(self._aligned_rows(first))
             x, y = rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
-        if self.device is not None:
-            x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
         return x, y
 
     def _aligned_rows(self, first: int) -> np.ndarray:
@@ -269,159 +243,3 @@ class SequentialBatchIterator:
         out = self.batch_at(self.step)
         self.step += 1
         return out
-
-    def _identity(self) -> dict[str, Any]:
-        arrays = self._stream.arrays if self._stream is not None else self._rows.arrays
-        return {"kind": type(self).__name__, "batch": self.batch, "seq": self.seq,
-                "rank": self.rank, "world": self.world, "bos_id": self.bos_id,
-                "packing": "packed" if self._stream is not None else "bos_aligned",
-                "loop": self.loop, "shard_tokens": [len(a) for a in arrays]}
-
-    def state_dict(self) -> dict[str, Any]:
-        """JSON-safe cursor: the next step plus what the stream's identity depends on."""
-        return {"step": self.step, **self._identity()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from `state`; refuses a state of a differently configured stream, which
-        would silently yield other batches than the interrupted run."""
-        self.step = _load_step(type(self).__name__, self._identity(), state)
-
-
-def _load_step(owner: str, mine: dict[str, Any], state: dict[str, Any]) -> int:
-    diff = [f"{k}: saved {state.get(k)!r}, here {v!r}" for k, v in mine.items()
-            if state.get(k) != v]
-    if diff:
-        raise ConfigError(f"{owner}.load_state_dict: the saved stream differs from this one ("
-                          + "; ".join(diff) + ")")
-    step = state.get("step")
-    if not (isinstance(step, int) and not isinstance(step, bool) and step >= 0):
-        raise ConfigError(f"{owner}.load_state_dict: bad step {step!r}")
-    return step
-
-
-class BatchIterator:
-    """One sequential pass with dynamic dimensions; the last, short batch as chosen by `last`:
-
-    * "drop":  only full [batch, seq] batches; every rank makes the same number of steps and
-               the rows left over are counted in `dropped_rows`.
-    * "short": the last batch of a rank has `last_batch` rows (instantiate the model for it:
-               `shapes` lists every shape yielded); ranks may differ by one step.
-    * "pad":   every batch is [batch, seq] and comes with a mask: (x, y, mask), mask bool
-               [batch, seq], True where y is a real target. The tail of each shard shorter
-               than a row becomes a padded row instead of being skipped; ranks run in step.
-               Padding is `pad_id` in x and y. (BOS-aligned rows have no tails: a
-               shard's end that cannot fill a row is not a document's start.)
-
-    Rows go to ranks strided (row i to rank i % world). Yields (x, y) int64 [b, seq], or
-    (x, y, mask) with "pad". Iterating again needs `reset()`.
-    """
-
-    def __init__(self, shards: Source | Sequence[Source], batch: int, seq: int, *,
-                 last: LastBatch, rank: int = 0, world: int = 1, pad_id: int = 0,
-                 bos_id: int | None = None, vocab_size: int | None = None,
-                 fmt: Format | None = None, device: str | torch.device | None = None):
-        owner = type(self).__name__
-        _positive(owner, batch=batch, seq=seq, world=world)
-        _check_rank(owner, rank, world)
-        if last not in ("drop", "short", "pad"):
-            raise ConfigError(f"{owner}: last must be 'drop', 'short' or 'pad' (what to do "
-                              f"with the last, short batch), got {last!r}")
-        if last == "pad" and vocab_size is not None and not 0 <= pad_id < vocab_size:
-            raise ConfigError(f"{owner}: pad_id {pad_id} is outside the vocabulary "
-                              f"(vocab_size {vocab_size}); padding is fed as ids too")
-        arrays, names = load_shards(shards, vocab_size, fmt)
-        self.batch, self.seq, self.last, self.rank, self.world = batch, seq, last, rank, world
-        self.pad_id, self.bos_id, self.device = pad_id, bos_id, device
-        self.vocab_size = vocab_size  # every token (and the padding) was checked below it
-        rows = _Rows(arrays, names, seq, bos_id)
-        # The global row table: (shard, start, length); the length is seq + 1 but for padded tails.
-        table = [(s, rows.start(s, j), seq + 1) for s, c in enumerate(rows.counts)
-                 for j in range(c)]
-        if last == "pad":
-            for s, a in enumerate(arrays):
-                end = rows.start(s, rows.counts[s] - 1) + seq if rows.counts[s] else 0
-                if bos_id is None and len(a) - end >= 2:  # at least one (x, y) pair is left
-                    table.append((s, end, len(a) - end))
-            table.sort()
-        if not table:
-            raise DataError(f"{', '.join(names)}: too few tokens for one row of {seq + 1}")
-        self._arrays, self._names = rows.arrays, names
-        self._table = np.asarray(table, dtype=np.int64)
-        mine = np.arange(rank, len(table), world)
-        if last == "drop":
-            full = (len(table) // world) // batch
-            self._mine = mine[:full * batch]
-            self.steps = full
-            if full == 0:
-                raise DataError(f"{', '.join(names)}: {len(table)} rows are too few for one "
-                                f"full batch of {batch} x world {world} (last='drop')")
-        else:
-            per_rank = -(-len(table) // world)  # the most rows any rank has
-            self._mine = mine
-            self.steps = -(-(per_rank if last == "pad" else len(mine)) // batch)
-        self.dropped_rows = len(table) - (len(self._mine) * world if last == "drop" else 0)
-        self.step = 0
-
-    @property
-    def last_batch(self) -> int:
-        """Rows in this rank's last batch (`batch` unless last='short' leaves fewer)."""
-        if self.last != "short" or self.steps == 0:
-            return self.batch
-        return len(self._mine) - (self.steps - 1) * self.batch
-
-    @property
-    def shapes(self) -> list[tuple[int, int]]:
-        """Every distinct [b, seq] this rank yields, in order (the model needs each one)."""
-        out = [(self.batch, self.seq)] if self.steps > 1 or self.last_batch == self.batch else []
-        if self.last_batch != self.batch:
-            out.append((self.last_batch, self.seq))
-        return out
-
-    def __len__(self) -> int:
-        return self.steps
-
-    def batch_at(self, step: int) -> tuple[torch.Tensor, ...]:
-        """Batch `step` of this rank's pass without moving the cursor."""
-        if not 0 <= step < self.steps:
-            raise IndexError(f"{type(self).__name__}: step {step} is outside 0..{self.steps - 1}")
-        ids = self._mine[step * self.batch:(step + 1) * self.batch]
-        n = self.batch if self.last == "pad" else len(ids)
-        rows = np.full((n, self.seq + 1), self.pad_id, dtype=np.int64)
-        lengths = np.zeros(n, dtype=np.int64)
-        for i, (s, start, length) in enumerate(self._table[ids]):
-            rows[i, :length] = self._arrays[s][start:start + length]
-            lengths[i] = length
-        t = torch.from_numpy(rows)
-        out: tuple[torch.Tensor, ...] = (t[:, :-1].contiguous(), t[:, 1:].contiguous())
-        if self.last == "pad":
-            # target j of a row is real when token j + 1 exists
-            mask = torch.from_numpy(np.arange(self.seq)[None, :] < (lengths - 1)[:, None])
-            out = (*out, mask)
-        if self.device is not None:
-            out = tuple(o.to(self.device, non_blocking=True) for o in out)
-        return out
-
-    def __iter__(self) -> BatchIterator:
-        return self
-
-    def __next__(self) -> tuple[torch.Tensor, ...]:
-        if self.step >= self.steps:
-            raise StopIteration
-        out = self.batch_at(self.step)
-        self.step += 1
-        return out
-
-    def reset(self) -> None:
-        """Start the pass over (for the next evaluation)."""
-        self.step = 0
-
-    def _identity(self) -> dict[str, Any]:
-        return {"kind": type(self).__name__, "batch": self.batch, "seq": self.seq,
-                "last": self.last, "rank": self.rank, "world": self.world,
-                "bos_id": self.bos_id, "shard_tokens": [len(a) for a in self._arrays]}
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"step": self.step, **self._identity()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.step = _load_step(type(self).__name__, self._identity(), state)

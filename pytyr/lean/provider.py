@@ -25,7 +25,6 @@ FLOAT_DTYPES = ("F64", "F32", "F16", "BF16", "F4")
 # so every non-negative value the dtype holds is below it. Such tensors are never graph values.
 INT_BOUNDS = {"BOOL": 2, "U8": 2**8, "I8": 2**7, "U16": 2**16, "I16": 2**15, "U32": 2**32,
               "I32": 2**31, "U64": 2**64, "I64": 2**63}
-INT_DTYPES = tuple(INT_BOUNDS)
 # Declarations Lean makes for every structure: a field of one of these names would clash.
 RESERVED_FIELDS = {"mk", "rec", "recOn", "casesOn", "noConfusion", "noConfusionType", "below",
                    "brecOn", "binductionOn", "ibelow", "ctorIdx", "toCtorIdx", "ctorElim",

@@ -39,6 +39,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from pytyr.atomic import fsync_dir
 from pytyr.digest import file_sha256, stamp_problem, stamped
 from pytyr.errors import CheckpointError, ConfigError, SafeTensorsError
 from pytyr.safetensors import SafeTensorsFile, load_model, write_file
@@ -51,18 +52,6 @@ _noted: set[str] = set()  # unverifiable checkpoints already noted in this proce
 
 __all__ = ["CheckpointError", "capture_rng", "restore_rng", "save_checkpoint", "resolve",
            "read_state", "load_checkpoint", "read_weights", "checkpoint_around"]
-
-
-def _fsync(path: Path) -> None:
-    """fsync a file or directory (directories: where the OS allows it)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    except OSError:
-        if not path.is_dir():
-            raise
-    finally:
-        os.close(fd)
 
 
 def _b64(t: torch.Tensor) -> str:
@@ -177,12 +166,12 @@ def save_checkpoint(directory: str | os.PathLike[str], *, module: nn.Module,
             state["files"][name] = {"bytes": (tmp / name).stat().st_size,
                                     "sha256": file_sha256(tmp / name)}
         _write_state(tmp / STATE_FILE, json.dumps(stamped(state), indent=1, allow_nan=False))
-        _fsync(tmp)
+        fsync_dir(tmp)
         if final.exists():
             _rename(final, old)
-            _fsync(final.parent)
+            fsync_dir(final.parent)
         _rename(tmp, final)
-        _fsync(final.parent)
+        fsync_dir(final.parent)
     except (OSError, ConfigError) as err:  # a full disk, permissions: the last one stays
         shutil.rmtree(tmp, ignore_errors=True)
         what = str(err)

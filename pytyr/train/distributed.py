@@ -229,13 +229,6 @@ def reshard_optimizer_state(opt: torch.optim.Optimizer) -> None:
                                                         p.placements, src_data_rank=None)
 
 
-def unwrap(module: nn.Module) -> nn.Module:
-    """The module inside a DDP wrapper (checkpoints hold its keys, without `module.`)."""
-    from torch.nn.parallel import DistributedDataParallel
-
-    return module.module if isinstance(module, DistributedDataParallel) else module
-
-
 def mean_over_ranks(values: Mapping[str, float]) -> dict[str, float]:
     """The mean of each value over the ranks (all-reduce; float64 so the sum adds no error
     beyond the values'); the values themselves when training alone."""
