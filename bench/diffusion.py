@@ -60,11 +60,10 @@ def batches(values: dict[str, Any], n: int, seed: int) -> list[tuple[torch.Tenso
     """`n` MDLM batches (ids, targets, weights) of the Shakespeare corpus, made as `tyr train`
     makes them: the `mdlm` task's `training_batch(k)`."""
     from pytyr.train.task import TaskContext
-    from pytyr.train.tasks import task_class, task_options
+    from pytyr.train.tasks import make_task
 
     table = {"name": "mdlm", "seq": values["t"]}
-    cls = task_class(table, "bench")
-    task = cls(task_options(cls, table, "bench"), TaskContext(values["b"], seed))
+    task = make_task(table, TaskContext(values["b"], seed), "bench")
     task.prepare()
     return [tuple(task.training_batch(k)[name] for name in ("ids", "targets", "weights"))
             for k in range(n)]

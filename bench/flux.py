@@ -56,11 +56,10 @@ def batches(values: dict[str, Any], n: int, seed: int) -> list[tuple[torch.Tenso
     """`n` rectified-flow batches of real digits, as the model's inputs in order, made as
     `tyr train` makes them: the `image_flow` task's `training_batch(k)`."""
     from pytyr.train.task import TaskContext
-    from pytyr.train.tasks import task_class, task_options
+    from pytyr.train.tasks import make_task
 
     table = {"name": "image_flow", "txt_len": values["c"]["txt_len"]}
-    cls = task_class(table, "bench")
-    task = cls(task_options(cls, table, "bench"), TaskContext(values["b"], seed))
+    task = make_task(table, TaskContext(values["b"], seed), "bench")
     task.prepare()
     return [tuple(task.training_batch(k)[name] for name in INPUTS) for k in range(n)]
 

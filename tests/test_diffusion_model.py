@@ -14,7 +14,7 @@ from pytyr.errors import ConfigError, ExecError
 from pytyr.lean import check_files, instantiate_model, load
 from pytyr.pipeline import LeanModels, module_from_graph
 from pytyr.train.task import TaskContext
-from pytyr.train.tasks import task_class, task_options
+from pytyr.train.tasks import make_task
 from pytyr.train.tasks.mdlm.unmask import prompt_template, unmask
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,8 +43,7 @@ def _batch(values: dict, seed: int, corpus: str) -> tuple[torch.Tensor, ...]:
     """(ids, targets, weights): a training batch of the `mdlm` task (Shakespeare, 75
     characters) for `values`' b rows of t characters, made as `tyr train` makes it."""
     table = {"name": "mdlm", "seq": values["t"], "cache_dir": corpus}
-    cls = task_class(table, "test")
-    task = cls(task_options(cls, table, "test"), TaskContext(values["b"], seed))
+    task = make_task(table, TaskContext(values["b"], seed), "test")
     task.prepare()
     batch = task.training_batch(0)
     return batch["ids"], batch["targets"], batch["weights"]

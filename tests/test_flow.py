@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from pytyr.errors import ConfigError
 from pytyr.train.task import TaskContext
-from pytyr.train.tasks import task_class, task_options
+from pytyr.train.tasks import make_task
 from pytyr.train.tasks.flow.image_grid import class_grid_labels, grid_array, write_grid
 from pytyr.train.tasks.flow.rectified import (NULL_LABEL, class_conditioning, euler_sample,
                                               interpolate, sample_timesteps, timestep_schedule,
@@ -91,9 +91,8 @@ def test_bad_labels_are_config_errors(labels, fragment):
 
 def _task(label_dropout: float = 0.1, micro: int = 8):
     """The `image_flow` task on the digits: the only maker of training batches."""
-    cls = task_class({"name": "image_flow"}, "test")
     table = {"name": "image_flow", "label_dropout": label_dropout}
-    task = cls(task_options(cls, table, "test"), TaskContext(micro, 3))
+    task = make_task(table, TaskContext(micro, 3), "test")
     task.prepare()
     return task
 

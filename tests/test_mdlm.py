@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from pytyr.errors import ConfigError
 from pytyr.train.task import TaskContext
-from pytyr.train.tasks import task_class, task_options
+from pytyr.train.tasks import make_task
 from pytyr.train.tasks.mdlm import masking as mdlm
 
 
@@ -52,9 +52,8 @@ def corpus(tmp_path_factory):
 
 def _task(corpus: str, micro: int, seq: int, **options):
     """The `mdlm` task over the Shakespeare corpus: the only maker of training batches."""
-    cls = task_class({"name": "mdlm"}, "test")
     table = {"name": "mdlm", "seq": seq, "cache_dir": corpus, **options}
-    task = cls(task_options(cls, table, "test"), TaskContext(micro, 7))
+    task = make_task(table, TaskContext(micro, 7), "test")
     task.prepare()
     return task
 

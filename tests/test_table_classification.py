@@ -81,10 +81,15 @@ def test_the_run_records_the_scaling_and_the_first_loss_is_sane(wine, tmp_path, 
     assert "fitted" not in json.loads((tmp_path / "raw" / "run.json").read_text())["task"]
 
 
-def test_fitted_is_a_record_not_an_option(wine):
+def test_fitted_is_a_record_not_an_option(wine, tmp_path, capsys):
     with pytest.raises(ConfigError, match="'task.fitted' is not an option"):
         make_task({"name": "classification", "data": str(wine), "label": "cultivar",
                    "fitted": {}}, TaskContext(16, 0), "cfg.json")
+    # `tyr train` refuses it too, before any work (it would be silently ignored otherwise)
+    assert main(["train", "examples/mlp/MLP.lean", "--model", "mlp", "--set", "task.fitted=1",
+                 "--set", f"out={tmp_path}"]) == 1
+    assert "'task.fitted' is not an option" in capsys.readouterr().err
+    assert not (tmp_path / "ckpt").exists()
 
 
 def test_scaling_fit_and_apply():

@@ -47,7 +47,7 @@ def _tokenizer(cls: type, run: dict[str, Any], run_dir: Path) -> tuple[Any, int 
     from pytyr.train.tasks import sample_options, task_options
 
     where = f"{run_dir}/run.json"
-    task = cls(task_options(cls, run["task"], where), TaskContext(1, 0))
+    task = cls(task_options(cls, run["task"], where, record=True), TaskContext(1, 0))
     task.prepare()
     tok, prefix = task.text_tokenizer()
     return tok, prefix, sample_options(cls, run.get("sample", {}), where)

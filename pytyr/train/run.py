@@ -325,7 +325,7 @@ def sample(source: ModelSource, run_dir: Path, overrides: dict[str, Any],
     if cls.SampleOptions is None:
         raise ConfigError(f"{run_dir}: task '{cls.name}' does not sample")
     options = sample_options(cls, merge(run.get("sample", {}), overrides), "the command line")
-    task = cls(task_options(cls, run["task"], where), TaskContext(1, 0))
+    task = cls(task_options(cls, run["task"], where, record=True), TaskContext(1, 0))
     task.prepare()
     factory = make_factory(source, run["model"], run["values"], run_weights(run_dir, checkpoint),
                            str(checkpoint_dir(run_dir, checkpoint)))

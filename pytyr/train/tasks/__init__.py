@@ -129,9 +129,14 @@ def task_class(table: dict[str, Any], where: str) -> type[Task]:
     return _REGISTRY[name]
 
 
-def task_options(cls: type[Task], table: dict[str, Any], where: str) -> Any:
-    """The task's options from its table; `name`, `module` and, in a run's record, `fitted`
-    (what the task computed from its data, `Task.describe_for_run`) are not options."""
+def task_options(cls: type[Task], table: dict[str, Any], where: str, *,
+                 record: bool = False) -> Any:
+    """The task's options from its table; `name` and `module` are not options, nor, in a
+    run's record (`record`), `fitted`: what the task computed from its data
+    (`Task.describe_for_run`), which a config may not set."""
+    if "fitted" in table and not record:
+        raise ConfigError(f"{where}: 'task.fitted' is not an option: `tyr train` records there, "
+                          f"in run.json, what the task computed from its data; remove it")
     return load_dataclass(cls.Options, {k: v for k, v in table.items()
                                         if k not in ("name", MODULE, "fitted")}, where,
                           prefix="task.")
@@ -156,9 +161,8 @@ def sample_options(cls: type[Task], table: dict[str, Any], where: str) -> Any:
     return load_dataclass(cls.SampleOptions, table, where, prefix="sample.")
 
 
-def make_task(table: dict[str, Any], ctx: TaskContext, where: str) -> Task:
+def make_task(table: dict[str, Any], ctx: TaskContext, where: str, *,
+              record: bool = False) -> Task:
+    """The task a `task` table names, with its options, for `ctx` (not yet prepared)."""
     cls = task_class(table, where)
-    if "fitted" in table:
-        raise ConfigError(f"{where}: 'task.fitted' is not an option: `tyr train` records there, "
-                          f"in run.json, what the task computed from its data; remove it")
-    return cls(task_options(cls, table, where), ctx)
+    return cls(task_options(cls, table, where, record=record), ctx)

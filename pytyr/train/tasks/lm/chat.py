@@ -176,7 +176,7 @@ def open_chat(source: Any, run_dir: Path, overrides: dict[str, Any],
         raise ConfigError(f"{run_dir}: task '{cls.name}' is not a language model, so there is "
                           f"no text to chat in; `tyr sample --run {run_dir}` samples it")
     options = sample_options(cls, merge(run.get("sample", {}), overrides), "the command line")
-    task = cls(task_options(cls, run["task"], where), TaskContext(1, 0))
+    task = cls(task_options(cls, run["task"], where, record=True), TaskContext(1, 0))
     task.prepare()
     task.check_sampling(instantiator(source, run["model"], run["values"]), options)
     factory = make_factory(source, run["model"], run["values"], run_weights(run_dir, checkpoint),
