@@ -13,7 +13,7 @@ compared as evidence of the same math. Goal: plain/tyr >= 0.97.
 Decoding: `max_new` tokens after a short prompt at temperature 0, uncached (the
 `nanochatJanLogits` graph of each context length, the whole context every token) and cached
 (`nanochatJanStep`: prefill, then one token over the key/value caches), both through the
-`make_factory` of `tyr sample` with their graphs built in a first, untimed round; they must
+`RunModel` of `tyr sample` with their graphs built in a first, untimed round; they must
 pick the same tokens. Reported in tokens per second.
 """
 from __future__ import annotations
@@ -97,7 +97,7 @@ def bench_train(*, steps: int, warmup: int, b: int = 8) -> dict[str, Any]:
 def bench_decode(*, max_new: int, rounds: int = 2) -> dict[str, Any]:
     from pytyr.pipeline import LeanModels
     from pytyr.train.tasks.lm.kvcache import generate_cached
-    from pytyr.train.run import make_factory
+    from pytyr.train.model import RunModel
     from pytyr.train.tasks.lm.sample import generate
     from pytyr.train.task import Feed
 
@@ -105,7 +105,7 @@ def bench_decode(*, max_new: int, rounds: int = 2) -> dict[str, Any]:
     c, block = cfg["model"]["c"], cfg["task"]["seq"]
     source = LeanModels(LEAN)
     tyr, _ = build_pair(c, 1, block)
-    factory = make_factory(source, "nanochatJan", {"c": c}, tyr.state_dict())
+    factory = RunModel(source, "nanochatJan", {"c": c}, tyr.state_dict())
     feeds = {"idx": Feed("i64", ("batch", "seq"))}
     prompt = [0, 17, 230, 5, 99, 1024, 7, 300]
 

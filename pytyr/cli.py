@@ -174,19 +174,19 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .hf import find_hf_config, model_values, read_hf_config
-    from .train.forward_weights import forward_with_weights
-    from .train.run import checkpoint_dir, read_run, run_weights
+    from .train.forward import forward_with_weights
+    from .train.model import RunModel
+    from .train.record import read_run
 
     _only(args, "run", ("model",))
     source = _source(args)
     explicit = read_json(Path(args.config), "config") if args.config else {}
     explicit = merge(explicit, parse_set(args.set or []))
-    weights, weights_from = None, ""
+    trained = None
     if args.run:  # the run's values, with --config/--set on top (not the file beside FILE)
         run = read_run(Path(args.run))
         base, base_where = run["values"], f"{args.run}/run.json"
-        weights = run_weights(Path(args.run), args.checkpoint)
-        weights_from = str(checkpoint_dir(Path(args.run), args.checkpoint))
+        trained = RunModel.trained(source, run, Path(args.run), args.checkpoint)
     else:
         beside = Path(args.file).parent / "config.json" if args.file and not args.config else None
         on_disk = beside is not None and beside.is_file()
@@ -205,19 +205,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     for line in hf.describe(over) if hf is not None else []:
         print(line)
     out = Path(args.output)
-    outputs = forward_with_weights(source, args.model, model_values(base, hf, over),
-                                   Path(args.inputs), out, weights=weights,
-                                   weights_from=weights_from, weights_path=args.weights, hf=hf,
-                                   ignore=args.ignore_key or [], seed=args.seed)
+    model = RunModel(source, args.model, model_values(base, hf, over))
+    if trained is not None:
+        model = model.with_weights(trained.weights, trained.weights_from)
+    outputs = forward_with_weights(model, Path(args.inputs), out, weights_path=args.weights,
+                                   hf=hf, ignore=args.ignore_key or [], seed=args.seed)
     shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in outputs.items())
-    fresh = weights is None and not args.weights
+    fresh = trained is None and not args.weights
     print(f"wrote {out}: {shapes}" + (" (freshly initialised weights: give --weights or --run)"
                                       if fresh else ""))
     return 0
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
-    from .train.run import describe_checkpoint, read_run, sample
+    from .train.record import describe_checkpoint, read_run
+    from .train.run import sample
 
     overrides = _sample_overrides(args, ("prompt", "max_new_tokens", "temperature", "top_k",
                                          "seed", "model"))
@@ -258,8 +260,8 @@ def _utf8(value: Any, option: str) -> Any:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
+    from .train.record import describe_checkpoint, read_run
     from .train.tasks.lm.chat import converse, newest_chat_run, open_chat
-    from .train.run import describe_checkpoint, read_run
 
     run_dir = Path(args.run) if args.run else newest_chat_run(Path("runs"))
     run = read_run(run_dir)

@@ -11,7 +11,7 @@ import torch
 from pytyr.errors import ConfigError
 from pytyr.pipeline import LeanModels
 from pytyr.train.tasks.lm.kvcache import generate_cached
-from pytyr.train.run import make_factory
+from pytyr.train.model import RunModel
 from pytyr.train.tasks.lm.sample import generate
 from pytyr.train.task import Feed
 from tiny_nanochat import MODELS, tiny_factory
@@ -89,7 +89,7 @@ def test_step_models_are_checked_by_their_types(tmp_path, model, message):
     path = tmp_path / "S.lean"
     path.write_text("import Tyr\nopen torch\n" + BAD, encoding="utf-8")
     source = LeanModels(path)
-    factory = make_factory(source, model, {}, {"table": torch.zeros(8, 8)})
+    factory = RunModel(source, model, {}, {"table": torch.zeros(8, 8)})
     with pytest.raises(ConfigError) as e:
         generate_cached(factory, model, [1], 2, block=4)
     assert message in str(e.value)

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from pytyr.pipeline import LeanModels, module_from_graph
-from pytyr.train.run import make_factory
+from pytyr.train.model import RunModel
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = {"vocab": 37, "pad_vocab_to": 64, "block": 12, "depth": 2, "aspect_ratio": 16,
@@ -32,4 +32,4 @@ def tiny_factory(c: dict[str, Any], seed: int, proj_seed: int, model: str = "nan
         for name, p in m.named_parameters():
             if "c_proj" in name or name == "smear_lambda":
                 p.normal_(0, 0.3, generator=gen)
-    return make_factory(source, model, {"c": c}, m.state_dict())
+    return RunModel(source, model, {"c": c}, m.state_dict())

@@ -71,7 +71,7 @@ def export_hf(run_dir: Path, out: Path, arch: str | None = None,
     from pytyr.export.hf_nanochat import nanochat_config, nanochat_tensors
     from pytyr.export.hf_tokenizer import write_tokenizer_files
     from pytyr.safetensors import write_file
-    from pytyr.train.run import checkpoint_dir, read_run, run_weights
+    from pytyr.train.record import checkpoint_dir, read_run, run_weights
 
     run = read_run(run_dir)
     output_dir(out, "export directory")

@@ -157,7 +157,8 @@ ModelFactory = Callable[[str | None, dict[str, Feed], dict[str, int]], Any]
 with its dims filled from the feeds' role sizes, holding the trained weights, in eval mode,
 called with a dict of named inputs; returns the outputs (its `inputs` and `outputs` say
 their types). `factory.declaration(model)` is the model's `pipeline.ModelDecl` (None for a
-compiled library's), for tasks that learn what to feed from a model's types."""
+compiled library's), for tasks that learn what to feed from a model's types. The engine
+passes a `pytyr.train.model.RunModel` (without weights to `check_sampling`: graphs only)."""
 
 
 class Task(abc.ABC):

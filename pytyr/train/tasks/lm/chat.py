@@ -24,12 +24,12 @@ import torch
 
 from pytyr.config import merge
 from pytyr.errors import ConfigError, DataError, TyrError
-from pytyr.train.tasks.lm.kvcache import CachedDecoder
-from pytyr.train.run import (checkpoint_dir, instantiator, make_factory, read_run,
-                             run_weights)
-from pytyr.train.tasks.lm.sample import check_sampling_args, pick_token
+from pytyr.train.model import RunModel
+from pytyr.train.record import checkpoint_dir, read_run
 from pytyr.train.task import ModelFactory, TaskContext
 from pytyr.train.tasks import sample_options, task_class, task_options
+from pytyr.train.tasks.lm.kvcache import CachedDecoder
+from pytyr.train.tasks.lm.sample import check_sampling_args, pick_token
 from pytyr.train.tasks.lm.task import LanguageModelTask
 
 
@@ -178,10 +178,8 @@ def open_chat(source: Any, run_dir: Path, overrides: dict[str, Any],
     options = sample_options(cls, merge(run.get("sample", {}), overrides), "the command line")
     task = cls(task_options(cls, run["task"], where, record=True), TaskContext(1, 0))
     task.prepare()
-    task.check_sampling(instantiator(source, run["model"], run["values"]), options)
-    factory = make_factory(source, run["model"], run["values"], run_weights(run_dir, checkpoint),
-                           str(checkpoint_dir(run_dir, checkpoint)))
-    return ChatSession(task, factory, options, stop)
+    task.check_sampling(RunModel(source, run["model"], run["values"]), options)
+    return ChatSession(task, RunModel.trained(source, run, run_dir, checkpoint), options, stop)
 
 
 def line_text(line: str | bytes) -> str:
