@@ -4,7 +4,7 @@ as JSON (default `runs/bench/results.json`).
 
 One thread by default (`--threads`): torch with two threads stalls on a loaded two-core
 machine, and every in-process comparison alternates its sides, so both get the same one.
-`defaults` and `threads` run each side in a process of its own, at the settings users get
+`defaults`, `memory` and `threads` run each side in a process of its own, at the settings users get
 (`bench/defaults.py`): there `--threads` does not apply.
 """
 from __future__ import annotations
@@ -26,12 +26,12 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 from bench import (ROOT, Row, checker, cpu_kernels, data, defaults, diffusion,  # noqa: E402
-                   executor, flux, gpt, kernels, load_average, nanochat, safetensors_load,
-                   threads)
+                   executor, flux, gpt, kernels, load_average, memory, nanochat,
+                   safetensors_load, threads)
 
 BENCHMARKS = {"checker": checker, "cpu_kernels": cpu_kernels, "data": data,
               "defaults": defaults, "diffusion": diffusion, "executor": executor, "flux": flux,
-              "gpt": gpt, "kernels": kernels, "nanochat": nanochat,
+              "gpt": gpt, "kernels": kernels, "memory": memory, "nanochat": nanochat,
               "safetensors": safetensors_load, "threads": threads}
 # benchmarks whose run() also times the torch.compile path when asked (--compile)
 COMPILABLE = {"gpt"}

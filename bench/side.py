@@ -1,5 +1,6 @@
 """One side of an example's training step in a process of its own, as a user runs it:
-`python -m bench.side EXAMPLE SIDE [--steps N | --serve]`.
+`python -m bench.side EXAMPLE SIDE [--steps N | --serve]` (EXAMPLE `gpt_large`: a GPT whose
+activations outweigh its weights, for `bench/memory.py`).
 
 `bench/defaults.py` starts one such process per side and setting and alternates them step by
 step (`--serve`: a `step` line on stdin runs one step, `end` reports): torch's thread count
@@ -7,7 +8,7 @@ and OpenMP's wait policy are fixed when torch loads, and a process's peak RSS (`
 cannot be reset, so two sides in one process would share all three. SIDE is `tyr` (what
 `tyr train` runs: the entry point's environment, the module lowered from the Lean model, the
 optimizers built from the example's config, the engine's thread policy
-`pytyr.train.threads`), `plain` (the hand-written PyTorch model as a plain script runs it:
+`pytyr.train.threads`; `tyr_checkpoint` with `train.checkpoint_blocks` too), `plain` (the hand-written PyTorch model as a plain script runs it:
 torch's threads and torch's default AdamW) or `plain_fused` (with `AdamW(fused=True)`). The
 setting is the environment the parent gives (`child_env`).
 
@@ -25,8 +26,10 @@ import sys
 import time
 from typing import Any
 
-EXAMPLES = ("gpt", "diffusion", "flux", "nanochat")
-SIDES = ("tyr", "plain", "plain_fused")
+EXAMPLES = ("gpt", "gpt_large", "diffusion", "flux", "nanochat")
+SIDES = ("tyr", "tyr_checkpoint", "plain", "plain_fused")
+# a GPT whose activations outweigh its weights: where checkpointing blocks pays (bench/memory)
+GPT_LARGE = {"n_layer": 8, "n_head": 8, "head_dim": 32, "block": 256, "b": 8, "t": 256}
 SETTINGS = ("defaults", "one")
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -46,7 +49,8 @@ def status_kb(field: str) -> int | None:
 def _config(example: str) -> dict[str, Any]:
     from bench import ROOT
 
-    return json.loads((ROOT / "examples" / example / "config.json").read_text(encoding="utf-8"))
+    folder = "gpt" if example == "gpt_large" else example
+    return json.loads((ROOT / "examples" / folder / "config.json").read_text(encoding="utf-8"))
 
 
 def build(example: str, side: str, n_batches: int = 8) -> tuple[Any, list[Any], list[tuple]]:
@@ -54,14 +58,18 @@ def build(example: str, side: str, n_batches: int = 8) -> tuple[Any, list[Any], 
     import torch
 
     cfg = _config(example)
-    tyr = side == "tyr"
-    if example == "gpt":
+    tyr = side.startswith("tyr")
+    checkpoint = side == "tyr_checkpoint"
+    if example in ("gpt", "gpt_large"):
         from bench import gpt
         values = {"c": dict(cfg["model"]["c"]), "b": cfg["train"]["batch"],
                   "t": cfg["task"]["seq"]}
+        if example == "gpt_large":
+            for k, x in GPT_LARGE.items():
+                (values if k in ("b", "t") else values["c"])[k] = x
         data = gpt.batches(values, n_batches, 1)
         if tyr:
-            module = _tyr_module(gpt.GPT_FILE, "gpt", values)
+            module = _tyr_module(gpt.GPT_FILE, "gpt", values, checkpoint)
         else:
             from bench.nanogpt import GPT, GPTConfig
             module = GPT(GPTConfig.from_tyr(values["c"]))
@@ -72,7 +80,7 @@ def build(example: str, side: str, n_batches: int = 8) -> tuple[Any, list[Any], 
         values = diffusion.recipe_values()
         data = diffusion.batches(values, n_batches, 1)
         if tyr:
-            module = _tyr_module(diffusion.LEAN_FILE, "diffusion", values)
+            module = _tyr_module(diffusion.LEAN_FILE, "diffusion", values, checkpoint)
         else:
             from bench.diffusion_plain import Diffusion, DiffusionConfig
             module = Diffusion(DiffusionConfig.from_tyr(values["c"]))
@@ -83,7 +91,7 @@ def build(example: str, side: str, n_batches: int = 8) -> tuple[Any, list[Any], 
         values = flux.flux_values()
         data = flux.batches(values, n_batches, 1)
         if tyr:
-            module = _tyr_module(flux.FLUX_FILE, "flux", values)
+            module = _tyr_module(flux.FLUX_FILE, "flux", values, checkpoint)
         else:
             from bench.flux_plain import Flux, FluxConfig
             module = Flux(FluxConfig.from_tyr(values["c"]))
@@ -96,7 +104,8 @@ def build(example: str, side: str, n_batches: int = 8) -> tuple[Any, list[Any], 
         data = [tuple(torch.randint(0, c["vocab"], (2, b, t), generator=gen))
                 for _ in range(n_batches)]
         if tyr:
-            module = _tyr_module(nanochat.LEAN, "nanochat", {"c": c, "b": b, "t": t})
+            module = _tyr_module(nanochat.LEAN, "nanochat", {"c": c, "b": b, "t": t},
+                                 checkpoint)
         else:
             from bench.plain_nanochat import Config, NanoChat
             module = NanoChat(Config.from_lean(c))
@@ -105,10 +114,10 @@ def build(example: str, side: str, n_batches: int = 8) -> tuple[Any, list[Any], 
     raise ValueError(f"unknown example {example!r}; one of {', '.join(EXAMPLES)}")
 
 
-def _tyr_module(path: Any, model: str, values: dict[str, Any]) -> Any:
+def _tyr_module(path: Any, model: str, values: dict[str, Any], checkpoint: bool) -> Any:
     from pytyr.pipeline import graph_from_lean, module_from_graph
 
-    return module_from_graph(graph_from_lean(path, model, values))
+    return module_from_graph(graph_from_lean(path, model, values), checkpoint_blocks=checkpoint)
 
 
 def _tyr_optimizers(module: Any, cfg: dict[str, Any]) -> list[Any]:
@@ -195,7 +204,7 @@ class Side:
         self.threads = torch.get_num_threads()
         self.reason = ("the environment" if any(os.environ.get(v) for v in THREAD_VARS)
                        else "torch's default")
-        if side == "tyr":
+        if self.side.startswith("tyr"):
             self.threads, self.reason = _choose_threads(self.module, self.data[0],
                                                         _config(example))
         self.k = 0
@@ -247,7 +256,7 @@ def child_env(side: str, setting: str, base: dict[str, str] | None = None) -> di
         env.pop(var, None)
     if setting == "one":
         env.update({var: "1" for var in THREAD_VARS})
-    if side == "tyr":
+    if side.startswith("tyr"):
         openmp_defaults(env)
     return env
 
