@@ -20,6 +20,7 @@ CPU = torch.device("cpu")
 def _clean(monkeypatch):
     for var in threads.ENV_VARS:
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")  # what the `tyr` entry point sets
     monkeypatch.setattr(threads, "usable_cores", lambda: 4)
     before = torch.get_num_threads()
     yield
@@ -46,6 +47,18 @@ def test_auto_keeps_the_faster_count_measured_alternately(t1, t4, want):
     assert choice.threads == want == torch.get_num_threads()
     assert calls.count(1) >= 4 and calls.count(4) >= 4  # both sides timed, warm-ups apart
     assert f"{t1 * 1e3:.0f} ms at 1 thread" in choice.line()
+
+
+@pytest.mark.parametrize("wait,want", [("PASSIVE", 4), ("ACTIVE", 1), (None, 1)])
+def test_where_idle_threads_spin_more_threads_must_save_a_quarter(monkeypatch, wait, want):
+    if wait is None:
+        monkeypatch.delenv("OMP_WAIT_POLICY")
+    else:
+        monkeypatch.setenv("OMP_WAIT_POLICY", wait)
+    step, _ = step_taking({1: 0.020, 4: 0.016})  # 20% faster at 4 threads
+    choice = choose_threads("auto", step, device=CPU)
+    assert choice.threads == want
+    assert ("threads sleep" if wait == "PASSIVE" else "threads spin") in choice.reason
 
 
 def test_a_tiny_step_is_not_shared():
