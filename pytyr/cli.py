@@ -381,9 +381,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .process import launched, openmp_defaults, watch_launcher
+    from .process import launched, watch_launcher
 
-    openmp_defaults()  # before any command loads torch, which reads it once
     if launched():  # a rank of torchrun: gone when the launcher is, even while starting up
         watch_launcher()
     parser = build_parser()

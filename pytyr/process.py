@@ -96,13 +96,3 @@ class StopRequest:
         import signal
 
         return 128 + int(getattr(signal, self.signal or "SIGINT"))
-
-
-def openmp_defaults(env: dict[str, str] | None = None) -> None:
-    """Set OpenMP's wait policy to PASSIVE in `env` (default: this process's environment)
-    unless the user chose one; call before torch loads, which reads it once. With the default
-    policy torch's idle threads spin for a while after every op: on a shared machine a
-    spinning thread takes the core another thread of the same op needs (docs/performance.md,
-    "Threads")."""
-    target = os.environ if env is None else env
-    target.setdefault("OMP_WAIT_POLICY", "PASSIVE")

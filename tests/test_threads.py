@@ -106,21 +106,3 @@ def test_a_resume_reuses_the_recorded_count(tmp_path, monkeypatch):
     monkeypatch.setattr(threads, "_timed", lambda step, n: seen.append(n) or 0.0)
     resumed = _train(BigramLM(), tmp_path, threads="auto", max_iters=20, resume=True)
     assert seen == [] and len(resumed["steps"]) == 20 and first["steps"]
-
-
-@pytest.mark.parametrize("given,want", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
-def test_the_entry_point_sets_a_passive_wait_before_torch_loads(given, want):
-    import os
-    import subprocess
-    import sys
-
-    # torch reads OMP_WAIT_POLICY once, when it loads: `tyr` must set it before any import
-    code = ("import os, sys; from pytyr import cli; assert 'torch' not in sys.modules; "
-            "rc = cli.main(['check', 'examples/mlp/MLP.lean']); "
-            "print(rc, os.environ.get('OMP_WAIT_POLICY'))")
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    if given is not None:
-        env["OMP_WAIT_POLICY"] = given
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=env, check=True, timeout=120)
-    assert out.stdout.strip().splitlines()[-1] == f"0 {want}"
