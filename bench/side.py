@@ -6,7 +6,7 @@ activations outweigh its weights, for `bench/memory.py`).
 step (`--serve`: a `step` line on stdin runs one step, `end` reports): torch's thread count
 and OpenMP's wait policy are fixed when torch loads, and a process's peak RSS (`VmHWM`)
 cannot be reset, so two sides in one process would share all three. SIDE is `tyr` (what
-`tyr train` runs: the entry point's environment, the module lowered from the Lean model, the
+`tyr train` runs: the module lowered from the Lean model, the
 optimizers built from the example's config, the engine's thread policy
 `pytyr.train.threads`; `tyr_checkpoint` with `train.checkpoint_blocks` too), `plain` (the hand-written PyTorch model as a plain script runs it:
 torch's threads and torch's default AdamW) or `plain_fused` (with `AdamW(fused=True)`). The
@@ -247,17 +247,13 @@ def _say(obj: dict[str, Any]) -> None:
 
 def child_env(side: str, setting: str, base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment a side runs in: the thread variables cleared at `defaults` (so the
-    `python -m bench` parent's one thread does not leak), one thread at `one`; the tyr side
-    also gets what the `tyr` entry point sets before torch loads."""
-    from pytyr.process import openmp_defaults
-
+    `python -m bench` parent's one thread does not leak), one thread at `one`. The same for
+    both sides: `tyr` sets nothing before torch loads (docs/performance.md, "Threads")."""
     env = dict(os.environ if base is None else base)
     for var in THREAD_VARS:
         env.pop(var, None)
     if setting == "one":
         env.update({var: "1" for var in THREAD_VARS})
-    if side.startswith("tyr"):
-        openmp_defaults(env)
     return env
 
 

@@ -10,11 +10,13 @@ machine), and keeps the faster (more threads must win by 10%). The count then st
 results differ in the last bits between thread counts, so the run records it and a resume
 uses it again (`--resume` stays bit-exact).
 
-Idle OpenMP threads spin after each op unless `OMP_WAIT_POLICY=PASSIVE` (which the `tyr`
-entry point sets before torch loads): a spinning thread takes the core its partner needs
-once other work arrives, and the same step then took 2.4-21x one thread's time on the
-loaded 2-core machine (0.6-1.1x with PASSIVE; docs/performance.md, "Threads"). So where
-the wait policy is not PASSIVE more threads must save a quarter of the time, not a tenth.
+Idle OpenMP threads spin for a while after each op unless `OMP_WAIT_POLICY=PASSIVE`. On a
+quiet machine that is what makes more threads pay (the GPT step at 2 threads: 0.60x one
+thread's time spinning, 0.99x with PASSIVE); once other work runs, a spinning thread takes
+the core its partner needs and the same step took 2.4-21x one thread's time
+(docs/performance.md, "Threads"). The probe sees the load of the moment; against load that
+arrives later, more threads must save a quarter of the time where idle threads spin, a
+tenth where they sleep.
 
 The C attention kernel runs at one thread only (`pytyr/kernels/attention_cpu.py`): the
 step timed at one thread is the step with the kernel, the one at every core is torch's,
