@@ -10,7 +10,8 @@ The issue's bar: Tyr's val loss ≤ 1.92 and within 0.03 of the plain model's.
 each a process of its own: `make train`'s command (`tyr train examples/gpt/GPT.lean --model
 gpt`: the entry point, the thread policy, fused AdamW) and the plain model as nanoGPT runs on
 a CPU (torch's default threads, torch's default AdamW), the environment cleared of thread
-settings for both; wall time, final val loss and the load sampled through each run.
+settings for both; wall time (`make train`'s includes its checks and the sample it writes at
+the end), the training loop's tokens/s, final val loss and the load sampled through each run.
 """
 from __future__ import annotations
 
@@ -70,8 +71,9 @@ def wall(args: argparse.Namespace, cfg: dict[str, Any]) -> dict[str, Any]:
                                    ["--iters", str(args.iters)] if args.iters else [])], env)
     for side, out in (("tyr", tyr_out), ("plain", plain_out / "plain")):
         metrics = out / "metrics.json"
-        runs[side]["val"] = _final_val(json.loads(metrics.read_text())) \
-            if metrics.is_file() else None
+        m = json.loads(metrics.read_text()) if metrics.is_file() else None
+        runs[side]["val"] = _final_val(m) if m else None
+        runs[side]["tokens_per_s"] = m.get("tokens_per_s") if m else None  # the loop alone
     return runs
 
 
@@ -144,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
             r = runs[side]
             load = f"load {min(r['load']):.1f}-{max(r['load']):.1f}" if r["load"] else ""
             val = f"val {r['val']:.4f}" if r["val"] is not None else f"exit {r['rc']}"
-            print(f"{what}: {_clock(r['wall_s'])} for {n} iters, {val}, {load}")
+            loop = f", the loop {r['tokens_per_s']:,.0f} tok/s" if r["tokens_per_s"] else ""
+            print(f"{what}: {_clock(r['wall_s'])} for {n} iters{loop}, {val}, {load}")
         print(f"plain/tyr wall time: {runs['plain']['wall_s'] / runs['tyr']['wall_s']:.2f}")
         return 0 if all(r["rc"] == 0 for r in runs.values()) else 1
     if args.train_tyr:
