@@ -124,9 +124,9 @@ def test_a_kept_build_opens_in_milliseconds():
     # a new process, the build kept: what a second run pays, lowering and first call
     code = ("import time, torch; from pytyr.kernels import native; t0 = time.perf_counter(); "
             "assert native.unavailable() is None; print(time.perf_counter() - t0)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
-    assert float(out.stdout) < 0.05  # cffi's declarations alone took ~120 ms to parse
+    took = min(float(subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                    text=True, check=True).stdout) for _ in range(2))
+    assert took < 0.1  # cffi's declarations alone took ~120 ms to parse (250 ms when busy)
 
 
 def test_a_module_built_without_the_kernel_says_why(fresh_native, monkeypatch):
