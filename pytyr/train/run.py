@@ -176,7 +176,8 @@ def _train(source: ModelSource, graph: Graph, model: str, config: dict[str, Any]
 
     out = claimed.path
     device = resolve_device(cfg.train.device)
-    module = module_from_graph(graph, seed=cfg.train.seed, kernels=cfg.train.kernels).to(device)
+    module = module_from_graph(graph, seed=cfg.train.seed, kernels=cfg.train.kernels,
+                               checkpoint_blocks=cfg.train.checkpoint_blocks).to(device)
     main = distributed.is_main()
     world = distributed.world()
     if main:
