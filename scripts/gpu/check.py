@@ -48,13 +48,18 @@ def gpt_sizes(dry: bool) -> dict[str, Any]:
 
 
 def nanochat_sizes(dry: bool) -> dict[str, Any]:
+    """January's layout (the one bench/plain_nanochat.py writes plainly) at gpu.json's sizes,
+    with January's optimizer (examples/nanochat/january.json)."""
     cfg = json.loads((ROOT / "examples" / "nanochat" / "gpu.json").read_text())
+    train = json.loads((ROOT / "examples" / "nanochat" / "january.json").read_text())["train"]
     if dry:
-        c = {"vocab": 256, "block": 32, "depth": 2, "aspect_ratio": 16, "head_dim": 16,
-             "n_kv_head": 1, "rope_base": 10000.0, "softcap": 15.0}
-        return {"c": c, "b": 2, "t": 32, "train": cfg["train"]}
-    return {"c": cfg["model"]["c"], "b": cfg["train"]["micro_batch"], "t": cfg["task"]["seq"],
-            "train": cfg["train"]}
+        c = {"vocab": 256, "pad_vocab_to": 64, "block": 32, "depth": 2, "aspect_ratio": 16,
+             "head_dim": 16, "n_kv_head": 1, "rope_base": 10000.0, "softcap": 15.0}
+        b, t = 2, 32
+    else:
+        c, b, t = dict(cfg["model"]["c"]), cfg["train"]["micro_batch"], cfg["task"]["seq"]
+    c.update(window=c["block"], qk_scale=1.0, extras=0)  # January's: no window, no extras
+    return {"c": c, "b": b, "t": t, "train": train}
 
 
 def gpt_flops_per_token(c: dict[str, Any], t: int) -> float:
