@@ -3,7 +3,9 @@ benchmarks, print a table (figure, ratio, goal, verdict, the machine's load), wr
 as JSON (default `runs/bench/results.json`).
 
 One thread by default (`--threads`): torch with two threads stalls on a loaded two-core
-machine, and every comparison alternates its sides in one process, so both get the same one.
+machine, and every in-process comparison alternates its sides, so both get the same one.
+`defaults`, `memory` and `threads` run each side in a process of its own, at the settings users get
+(`bench/defaults.py`): there `--threads` does not apply.
 """
 from __future__ import annotations
 
@@ -23,13 +25,14 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from bench import (ROOT, Row, checker, cpu_kernels, data, diffusion, executor,  # noqa: E402
-                   flux, gpt, kernels, load_average, lsp, nanochat, safetensors_load)
+from bench import (ROOT, Row, checker, cpu_kernels, data, defaults, diffusion,  # noqa: E402
+                   executor, flux, gpt, kernels, load_average, lsp, memory, nanochat,
+                   safetensors_load, threads)
 
 BENCHMARKS = {"checker": checker, "cpu_kernels": cpu_kernels, "data": data,
-              "diffusion": diffusion, "executor": executor, "flux": flux, "gpt": gpt,
-              "kernels": kernels, "lsp": lsp, "nanochat": nanochat,
-              "safetensors": safetensors_load}
+              "defaults": defaults, "diffusion": diffusion, "executor": executor, "flux": flux,
+              "gpt": gpt, "kernels": kernels, "lsp": lsp, "memory": memory,
+              "nanochat": nanochat, "safetensors": safetensors_load, "threads": threads}
 # benchmarks whose run() also times the torch.compile path when asked (--compile)
 COMPILABLE = {"gpt"}
 COLUMNS = ("benchmark", "median ms", "p90 ms", "ratio", "goal", "verdict", "load", "")

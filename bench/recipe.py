@@ -5,11 +5,23 @@ recipe on the same Shakespeare text, batches and seed as `tyr train examples/gpt
 (the same engine and `char_lm` task, `pytyr.train`), and compares its final validation loss with the Tyr run's
 (`--tyr-metrics runs/gpt/metrics.json`, or trains the Tyr model too with `--train-tyr`).
 The issue's bar: Tyr's val loss ≤ 1.92 and within 0.03 of the plain model's.
+
+`python -m bench.recipe --wall` times the two runs as users start them, one after the other,
+each a process of its own: `make train`'s command (`tyr train examples/gpt/GPT.lean --model
+gpt`: the entry point, the thread policy, fused AdamW) and the plain model as nanoGPT runs on
+a CPU (torch's default threads, torch's default AdamW), the environment cleared of thread
+settings for both; wall time (`make train`'s includes its checks and the sample it writes at
+the end), the training loop's tokens/s, final val loss and the load sampled through each run.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +32,61 @@ CONFIG = Path(__file__).resolve().parent.parent / "examples" / "gpt" / "config.j
 
 def _final_val(metrics: dict[str, Any]) -> float:
     return float(metrics["history"]["evals"][-1]["val"])
+
+
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY")
+
+
+def timed_run(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Run `cmd` to its end: wall seconds, exit status, the 1-minute load every 5 s."""
+    loads: list[float] = []
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(5.0):
+            loads.append(os.getloadavg()[0])
+
+    watcher = threading.Thread(target=sample, daemon=True)
+    t0 = time.perf_counter()
+    watcher.start()
+    try:
+        rc = subprocess.run(cmd, env=env).returncode
+    finally:
+        done.set()
+        watcher.join()
+    return {"wall_s": time.perf_counter() - t0, "rc": rc, "load": loads}
+
+
+def wall(args: argparse.Namespace, cfg: dict[str, Any]) -> dict[str, Any]:
+    """`make train`'s command and the plain nanoGPT run of the same recipe, timed."""
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
+    iters = [f"{k}={v}" for k, v in _shorter(cfg["train"], args.iters).items()]
+    iters = [x for kv in iters for x in ("--set", f"train.{kv}")]
+    tyr_out, plain_out = args.out / "wall-tyr", args.out / "wall-plain"
+    tyr_bin = str(Path(sys.executable).parent / "tyr")
+    runs = {"tyr": timed_run([tyr_bin, "train", "examples/gpt/GPT.lean", "--model", "gpt",
+                              "--set", f"out={tyr_out}", *iters], env)}
+    runs["plain"] = timed_run([sys.executable, "-m", "bench.recipe", "--plain-only",
+                               "--out", str(plain_out), *(
+                                   ["--iters", str(args.iters)] if args.iters else [])], env)
+    for side, out in (("tyr", tyr_out), ("plain", plain_out / "plain")):
+        metrics = out / "metrics.json"
+        m = json.loads(metrics.read_text()) if metrics.is_file() else None
+        runs[side]["val"] = _final_val(m) if m else None
+        runs[side]["tokens_per_s"] = m.get("tokens_per_s") if m else None  # the loop alone
+    return runs
+
+
+def _shorter(train: dict[str, Any], iters: int | None) -> dict[str, int]:
+    """The `train` keys that make the recipe `iters` long (its warmup shortened to fit)."""
+    if not iters:
+        return {}
+    return {"max_iters": iters, "lr_decay_iters": iters,
+            "warmup_iters": min(train.get("warmup_iters", 0), iters // 20)}
+
+
+def _clock(s: float) -> str:
+    return f"{int(s // 60)} min {s % 60:.0f} s"
 
 
 def train_plain(cfg: dict[str, Any], out: Path, progress: bool) -> float:
@@ -53,10 +120,36 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("runs/bench/recipe"))
     p.add_argument("--iters", type=int, help="override train.max_iters (and lr_decay_iters)")
     p.add_argument("-q", "--quiet", action="store_true")
+    p.add_argument("--wall", action="store_true",
+                   help="time `make train` and the plain nanoGPT run, each in its own process")
+    p.add_argument("--plain-only", action="store_true",
+                   help="train only the plain model as nanoGPT does on a CPU (torch's threads, "
+                        "torch's default AdamW)")
     args = p.parse_args(argv)
     cfg = json.loads(args.config.read_text())
-    if args.iters:
-        cfg["train"].update(max_iters=args.iters, lr_decay_iters=args.iters)
+    cfg["train"].update(_shorter(cfg["train"], args.iters))
+    if args.plain_only:
+        import torch
+
+        # nanoGPT on a CPU: torch's own thread count, AdamW without `fused`
+        cfg["train"].update(threads=torch.get_num_threads(), fused=False)
+        val = train_plain(cfg, args.out / "plain", progress=not args.quiet)
+        print(f"plain val loss {val:.4f}")
+        return 0
+    if args.wall:
+        runs = wall(args, cfg)
+        n = cfg["train"]["max_iters"]
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "wall.json").write_text(json.dumps({"iters": n, **runs}, indent=1))
+        for side, what in (("tyr", "make train (tyr train examples/gpt/GPT.lean)"),
+                           ("plain", "plain nanoGPT, torch's threads and AdamW")):
+            r = runs[side]
+            load = f"load {min(r['load']):.1f}-{max(r['load']):.1f}" if r["load"] else ""
+            val = f"val {r['val']:.4f}" if r["val"] is not None else f"exit {r['rc']}"
+            loop = f", the loop {r['tokens_per_s']:,.0f} tok/s" if r["tokens_per_s"] else ""
+            print(f"{what}: {_clock(r['wall_s'])} for {n} iters{loop}, {val}, {load}")
+        print(f"plain/tyr wall time: {runs['plain']['wall_s'] / runs['tyr']['wall_s']:.2f}")
+        return 0 if all(r["rc"] == 0 for r in runs.values()) else 1
     if args.train_tyr:
         from pytyr.pipeline import LeanModels
         from pytyr.train.run import train

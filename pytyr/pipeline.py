@@ -59,8 +59,10 @@ class LeanModels:
 
     def graph(self, model: str, values: dict[str, Any]) -> Graph:
         graph = instantiate_model(self.prog, model, values)
-        return load_graph(graph.to_json(indent=None), self.signatures,
-                          source=f"{self.path}:{model}")
+        checked = load_graph(graph.to_json(indent=None), self.signatures,
+                             source=f"{self.path}:{model}")
+        checked.stacks = graph.stacks  # the front end's knowledge, not in the IR's JSON
+        return checked
 
     def declaration(self, model: str) -> ModelDecl:
         return model_declaration(self.prog, model)
@@ -118,9 +120,11 @@ def graph_from_lean(path: str | Path, model: str, values: dict[str, Any]) -> Gra
     return LeanModels(path).graph(model, values)
 
 
-def module_from_graph(graph: Graph, *, seed: int = 0, kernels: str | None = None) -> Any:
+def module_from_graph(graph: Graph, *, seed: int = 0, kernels: str | None = None,
+                      checkpoint_blocks: bool = False) -> Any:
     """The executable `TyrModule` (torch is imported only here, not for checking); `kernels`
-    is the Triton kernel mode (auto, off, interpret; default `$TYR_KERNELS` or auto)."""
+    is the Triton kernel mode (auto, off, interpret; default `$TYR_KERNELS` or auto);
+    `checkpoint_blocks` recomputes each block of the model's block stack in the backward."""
     from .exec.lower import build_module
 
-    return build_module(graph, seed=seed, kernels=kernels)
+    return build_module(graph, seed=seed, kernels=kernels, checkpoint_blocks=checkpoint_blocks)

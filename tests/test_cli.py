@@ -96,13 +96,13 @@ def test_graph_explains_the_kernel_choice(capsys):
     assert "kernel layer_norm (inside its contract)" in out and "mode auto, device cuda" in out
     assert main(["graph", "examples/gpt/GPT.lean", "--model", "gpt", "--explain",
                  "--device", "cuda", "--kernels", "off"]) == 0
-    assert "0 of 18 nodes with a kernel use it (mode off" in capsys.readouterr().out
+    assert "0 of 14 nodes with a kernel use it (mode off" in capsys.readouterr().out
     assert main(["graph", "examples/gpt/GPT.lean", "--model", "gpt", "--explain",
                  "--device", "cpu"]) == 0
-    out = capsys.readouterr().out  # Triton kernels are for CUDA only; the C ones run on CPU
+    out = capsys.readouterr().out  # Triton kernels are for CUDA only; the C one runs on CPU
     assert "kernels run on CUDA only, not on cpu" in out
-    # 4 layers: a GELU and an attention each
-    assert ("8 of 18 nodes" if native.unavailable() is None else "0 of 18 nodes") in out
+    # 4 layers: an attention each (GELU has no kernel)
+    assert ("4 of 14 nodes" if native.unavailable() is None else "0 of 14 nodes") in out
 
 
 def _leaves(parser):

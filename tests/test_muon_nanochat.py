@@ -136,7 +136,8 @@ def test_nanochat_s_adamw_groups_and_the_schedule_reach_the_optimizers():
          "weight_decay": 0.01},
         {"name": "resid", "names": ["resid_lambdas"], "lr": 0.005, "beta2": 0.95,
          "weight_decay": 0.05},
-        {"name": "smear", "names": ["smear_gate"], "lr": 0.2}], **TODAY)
+        {"name": "smear", "names": ["smear_gate"], "lr": 0.2}],
+        embedding_names=[], **TODAY)  # this net has no embedding (a name must match one)
     muon, adamw = make_optimizers(net, cfg, torch.device("cpu"))
     assert [p.shape for p in muon.param_groups[0]["params"]] == [(4, 4)]  # not the smear gate
     groups = {g["name"]: g for g in adamw.param_groups}

@@ -20,6 +20,7 @@ CPU = torch.device("cpu")
 def _clean(monkeypatch):
     for var in threads.ENV_VARS:
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)  # torch's default: idle threads spin
     monkeypatch.setattr(threads, "usable_cores", lambda: 4)
     before = torch.get_num_threads()
     yield
@@ -39,13 +40,26 @@ def step_taking(seconds: dict[int, float]):
 
 
 @pytest.mark.parametrize("t1,t4,want", [(0.030, 0.010, 4), (0.010, 0.030, 1),
-                                        (0.020, 0.019, 1)])  # 5% faster is not enough
+                                        (0.020, 0.019, 1),  # 5% faster is not enough
+                                        (0.020, 0.016, 1)])  # nor 20% where threads spin
 def test_auto_keeps_the_faster_count_measured_alternately(t1, t4, want):
     step, calls = step_taking({1: t1, 4: t4})
     choice = choose_threads("auto", step, device=CPU)
     assert choice.threads == want == torch.get_num_threads()
     assert calls.count(1) >= 4 and calls.count(4) >= 4  # both sides timed, warm-ups apart
     assert f"{t1 * 1e3:.0f} ms at 1 thread" in choice.line()
+
+
+@pytest.mark.parametrize("wait,want", [("PASSIVE", 4), ("ACTIVE", 1), (None, 1)])
+def test_where_idle_threads_spin_more_threads_must_save_a_quarter(monkeypatch, wait, want):
+    if wait is None:
+        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    else:
+        monkeypatch.setenv("OMP_WAIT_POLICY", wait)
+    step, _ = step_taking({1: 0.020, 4: 0.016})  # 20% faster at 4 threads
+    choice = choose_threads("auto", step, device=CPU)
+    assert choice.threads == want
+    assert ("threads sleep" if wait == "PASSIVE" else "threads spin") in choice.reason
 
 
 def test_a_tiny_step_is_not_shared():

@@ -5,8 +5,8 @@ contract is lowered to a call of a dispatch function below instead of the op's o
 in `ops.py`. The dispatch checks at each call what the graph cannot know, the device: a
 Triton kernel runs on CUDA; anywhere else the dispatch runs the same torch calls as the op's
 lowering, so a CPU run computes bit for bit what it did without Triton kernels. The C
-kernels (`CPU_ROUTES`: exact GELU, causal attention; `pytyr/kernels/*_cpu.py`) are the
-other way round: they run on CPU tensors (values within float rounding of torch's) and leave
+kernel (`CPU_ROUTES`: causal attention, `pytyr/kernels/attention_cpu.py`) is the
+other way round: it runs on CPU tensors (values within float rounding of torch's) and leave
 CUDA tensors to torch. Other nodes are untouched.
 
 Mode (`build_module(graph, kernels=...)`, else the environment variable `TYR_KERNELS`):
@@ -94,12 +94,6 @@ def causal_attention(q, k, v, p: float, training: bool, anywhere: bool):
     return F.scaled_dot_product_attention(q, k, v, dropout_p=drop, is_causal=True)
 
 
-def gelu(x, anywhere: bool):
-    # x: [*s] -> [*s]; a C kernel on CPU (pytyr/kernels/gelu_cpu.py), torch's op elsewhere
-    from pytyr.kernels.gelu_cpu import gelu as kernel
-    return kernel(x)
-
-
 def causal_attention_cpu(q, k, v, p: float, training: bool, anywhere: bool):
     # q, k, v: [b, h, t, d] -> [b, h, t, d]; the C kernel has no dropout: only when inactive
     drop = p * training
@@ -178,7 +172,6 @@ def _attention_refusal(ts: list[TensorType]) -> str | None:
 _ONE_THREAD = "on float32 CPU tensors with one torch thread or a small problem"
 # C kernels for the CPU (pytyr/kernels/native.py): used where no Triton route is taken
 CPU_ROUTES: dict[str, Route] = {
-    "gelu": Route("gelu_cpu", _rows_n, _emit(gelu, ()), _ONE_THREAD),
     "causal_attention": Route("attention_cpu", _bhtd,
                               _emit(causal_attention_cpu, ("p",), True),
                               _ONE_THREAD + ", while dropout is inactive", _attention_refusal),
@@ -213,15 +206,16 @@ def _refusal(route: Route, node: Node, types: list[TensorType]) -> str | None:
 
 def _cpu_choice(route: Route, node: Node, types: list[TensorType]) -> Choice:
     """A C kernel's choice: the graph settles dtype and shapes; the device and torch's threads
-    (`route.condition`) are checked at each call."""
-    from pytyr.kernels.native import unavailable
+    (`route.condition`) are checked at each call. Nothing is built here: the first call
+    builds or loads the library (a failed build then runs torch's op)."""
+    from pytyr.kernels.native import static_refusal
 
     if types[0].dtype != "f32":
         return Choice(node, None, f"dtype {types[0].dtype} has no kernel")
     refused = route.refusal(types) if route.refusal else None
     if refused:
         return Choice(node, None, f"outside the {route.contract} contract: {refused}")
-    missing = unavailable()
+    missing = static_refusal()
     if missing:
         return Choice(node, None, missing)
     return Choice(node, route.contract, route.condition, route)

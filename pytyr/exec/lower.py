@@ -24,6 +24,7 @@ import torch
 from torch import fx, nn
 
 from pytyr.errors import ExecError
+from pytyr.exec.blocks import lower_block, spans
 from pytyr.exec.kernels import KernelRouter
 from pytyr.exec.ops import OPS, TORCH_DTYPES, Lower
 from pytyr.ir.graph import Graph, Input, Node, Param
@@ -131,7 +132,8 @@ class TyrModule(nn.Module):
     """A graph IR model as a module: parameters at their paths, `forward(*inputs)` returning
     the tuple of the graph's outputs in order."""
 
-    def __init__(self, graph: Graph, seed: int = 0, kernels: str | None = None):
+    def __init__(self, graph: Graph, seed: int = 0, kernels: str | None = None,
+                 checkpoint_blocks: bool = False):
         super().__init__()
         # Own attributes bypass nn.Module.__setattr__, which would refuse them if a
         # parameter of the same name (say `_slots`) were registered.
@@ -158,7 +160,7 @@ class TyrModule(nn.Module):
             slots.append((owner._parameters, leaf))
         object.__setattr__(self, "_slots", slots)
         # Kept out of _modules: it holds no state, and the module tree must be the path tree.
-        object.__setattr__(self, "_fx", _lower(graph, kernels))
+        object.__setattr__(self, "_fx", _lower(graph, kernels, checkpoint_blocks))
 
     @property
     def input_names(self) -> list[str]:
@@ -202,9 +204,12 @@ class TyrModule(nn.Module):
             raise ExecError(f"model {self.ir.model!r} failed: {e}") from e
 
 
-def _lower(graph: Graph, kernels: str | None = None) -> fx.GraphModule:
+def _lower(graph: Graph, kernels: str | None = None, checkpoint_blocks: bool = False
+           ) -> fx.GraphModule:
     """The fx graph `(inputs..., params..., training) -> (outputs...)` of `graph`; nodes
-    inside a Triton kernel's contract call it on CUDA (`kernels` mode: exec/kernels.py)."""
+    inside a Triton kernel's contract call it on CUDA (`kernels` mode: exec/kernels.py); with
+    `checkpoint_blocks` each block of the model's block stacks is a checkpointed sub-graph
+    (exec/blocks.py)."""
     g = fx.Graph()
     types_of = graph.types()
     env: dict[str, fx.Node] = {}
@@ -214,7 +219,9 @@ def _lower(graph: Graph, kernels: str | None = None) -> fx.GraphModule:
         env[p.path] = g.placeholder(f"p{k}")
     cx = Lower(g, g.placeholder("training"))
     router = KernelRouter(kernels)
-    for node in graph.nodes:
+    root = nn.Module()  # holds the blocks' sub-graphs, if any
+
+    def lower_node(cx: Lower, node: Node, env: dict[str, fx.Node]) -> None:
         lowering = OPS.get(node.op)
         if lowering is None:
             raise ExecError(f"{describe(node)}: op {node.op!r} has no PyTorch lowering")
@@ -231,6 +238,16 @@ def _lower(graph: Graph, kernels: str | None = None) -> fx.GraphModule:
         if value.meta.get("tyr_node") is None:  # a lowering may return its input (a no-op)
             value.meta["tyr_node"] = node
         env[node.name] = value
+
+    blocks = spans(graph) if checkpoint_blocks else {}
+    i = 0
+    while i < len(graph.nodes):
+        if i in blocks:
+            lower_block(graph, i, blocks[i], env, cx, root, lower_node)
+            i = blocks[i] + 1
+        else:
+            lower_node(cx, graph.nodes[i], env)
+            i += 1
     try:
         results = tuple(env[o.ref] for o in graph.outputs)
     except KeyError as e:
@@ -238,11 +255,13 @@ def _lower(graph: Graph, kernels: str | None = None) -> fx.GraphModule:
     g.output(results)
     g.lint()
     router.log_summary(graph.model)
-    return fx.GraphModule(nn.Module(), g)
+    return fx.GraphModule(root, g)
 
 
-def build_module(graph: Graph, *, seed: int = 0, kernels: str | None = None) -> TyrModule:
+def build_module(graph: Graph, *, seed: int = 0, kernels: str | None = None,
+                 checkpoint_blocks: bool = False) -> TyrModule:
     """Instantiate a validated graph: parameters initialised from their init specs with
     generators seeded by `seed` (deterministic), forward lowered with torch.fx. `kernels`
-    ("auto", "off", "interpret"; default `$TYR_KERNELS` or auto) routes ops to Triton."""
-    return TyrModule(graph, seed=seed, kernels=kernels)
+    ("auto", "off", "interpret"; default `$TYR_KERNELS` or auto) routes ops to Triton;
+    `checkpoint_blocks` recomputes each block of the block stacks in the backward."""
+    return TyrModule(graph, seed=seed, kernels=kernels, checkpoint_blocks=checkpoint_blocks)

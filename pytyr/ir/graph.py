@@ -88,6 +88,21 @@ class Output:
     ref: str
 
 
+@dataclass(frozen=True)
+class Stack:
+    """A model's stack of blocks as its front end knows it: a `foldl` over a `Vector` of
+    parameter structures (`p.blocks.foldl (fun x blk => block c blk x) x` over
+    `Vector (Block c) n`). `type` is the element type's name, `path` the vector's parameter
+    path, `spans` the names of the first and last node of each element's step. Not part of
+    the IR's JSON (a graph read from a file has none): a hint for lowering options that work
+    block by block, such as activation checkpointing (`build_module(checkpoint_blocks=...)`).
+    """
+
+    type: str
+    path: str
+    spans: tuple[tuple[str, str], ...]
+
+
 @dataclass
 class Graph:
     model: str
@@ -97,6 +112,8 @@ class Graph:
     outputs: list[Output]
     config: dict[str, Any] = field(default_factory=dict)
     source: str | None = None
+    # the front end's block stacks (see Stack); not serialised, not compared
+    stacks: list[Stack] = field(default_factory=list, compare=False, repr=False)
 
     def to_json(self, indent: int | None = 1) -> str:
         return json.dumps(self.to_dict(), indent=indent)

@@ -16,6 +16,7 @@ one torch thread or a small problem (the kernel is one thread). Elsewhere
 """
 from __future__ import annotations
 
+import ctypes
 import math
 
 import torch
@@ -50,12 +51,9 @@ def runs_here(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
             and native.unavailable() is None)
 
 
-def _strides(x: torch.Tensor, ffi) -> object:
-    return ffi.new("long[3]", list(x.stride()[:3]))
-
-
-def _ptr(x: torch.Tensor, ffi, kind: str = "float *") -> object:
-    return ffi.cast(kind, x.data_ptr())
+def _at(x: torch.Tensor) -> tuple[int, ctypes.Array]:
+    """A tensor as the kernel takes it: its base pointer and its three outer strides."""
+    return x.data_ptr(), (ctypes.c_long * 3)(*x.stride()[:3])
 
 
 def _heads_like(q: torch.Tensor) -> torch.Tensor:
@@ -72,15 +70,13 @@ def _check(rc: int, what: str) -> None:
 class _CausalAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v):  # type: ignore[override]
-        ffi, lib = native.library()
+        lib = native.library()
         b, h, t, d = q.shape
-        scale = 1.0 / math.sqrt(d)
         y = _heads_like(q)
         stats = torch.empty(b, h, t, 2, dtype=q.dtype)  # per row: max score, 1 / sum
         _check(lib.tyr_attention_causal_fwd_f32(
-            b, h, t, d, scale, _ptr(q, ffi), _strides(q, ffi), _ptr(k, ffi), _strides(k, ffi),
-            _ptr(v, ffi), _strides(v, ffi), _ptr(y, ffi), _strides(y, ffi), _ptr(stats, ffi)),
-            "forward")
+            b, h, t, d, 1.0 / math.sqrt(d), *_at(q), *_at(k), *_at(v), *_at(y),
+            stats.data_ptr()), "forward")
         ctx.save_for_backward(q, k, v, stats)
         return y
 
@@ -88,20 +84,18 @@ class _CausalAttention(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, dy):  # type: ignore[override]
         q, k, v, stats = ctx.saved_tensors
-        ffi, lib = native.library()
+        lib = native.library()
         b, h, t, d = q.shape
         if dy.stride(-1) != 1:
             dy = dy.contiguous()
         dq, dk, dv = _heads_like(q), _heads_like(q), _heads_like(q)
         _check(lib.tyr_attention_causal_bwd_f32(
-            b, h, t, d, 1.0 / math.sqrt(d), _ptr(q, ffi), _strides(q, ffi), _ptr(k, ffi),
-            _strides(k, ffi), _ptr(v, ffi), _strides(v, ffi), _ptr(stats, ffi),
-            _ptr(dy, ffi), _strides(dy, ffi), _ptr(dq, ffi), _strides(dq, ffi),
-            _ptr(dk, ffi), _strides(dk, ffi), _ptr(dv, ffi), _strides(dv, ffi)), "backward")
+            b, h, t, d, 1.0 / math.sqrt(d), *_at(q), *_at(k), *_at(v), stats.data_ptr(),
+            *_at(dy), *_at(dq), *_at(dk), *_at(dv)), "backward")
         return dq, dk, dv
 
 
-# torch.compile cannot trace a cffi call: the kernel runs eagerly there, a clean graph break
+# torch.compile cannot trace a ctypes call: the kernel runs eagerly there, a clean graph break
 @torch.compiler.disable
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Causal `softmax(q kᵀ / √d) v` over [b, h, t, d], by the kernel where `runs_here`."""

@@ -1,20 +1,25 @@
-"""CPU kernels written in C (`csrc/`), compiled on first use and called through cffi.
+"""CPU kernels written in C (`csrc/`), compiled on first use and called through ctypes.
 
-Torch's CPU ops are generic; a few whole-op passes do less work when written for the one
-case the graph has (docs/kernels.md, "CPU kernels"). The C source is compiled by the
-system's compiler (`$CC`, else `cc`) for x86-64 with AVX2 and FMA into a cache directory
+Torch's CPU ops are generic; a whole-op pass does less work when written for the one case
+the graph has (docs/kernels.md, "CPU kernels"). The C source is compiled by the system's
+compiler (`$CC`, else `cc`) for x86-64 with AVX2 and FMA into a cache directory
 (`$TYR_CACHE_DIR`, else `$XDG_CACHE_HOME/tyr`, else `~/.cache/tyr`), under a name keyed by
 the source, the flags and the compiler: processes share one build, a changed source is
 rebuilt, and a build is written to a temporary name and renamed, so a reader never sees half
-a library. `unavailable()` says why the kernels cannot run here (another architecture, a CPU
-without AVX2, no compiler, a failed build); the executor then keeps torch's ops.
+a library. Nothing is built or loaded when a model is lowered (`static_refusal` is all the
+lowering asks): the first call of a kernel does it, once per process, and a kept build opens
+in about a millisecond (ctypes: no declarations to parse). `unavailable()` says why the
+kernels cannot run here (another architecture, a CPU without AVX2, no compiler, a failed
+build); the callers then run torch's ops.
 """
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
 import platform
 import shlex
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -24,23 +29,23 @@ from typing import Any
 from pytyr.errors import KernelError
 
 CSRC = Path(__file__).parent / "csrc"
-SOURCES = (CSRC / "gelu.c", CSRC / "attention.c")  # one library; vec.h is included by both
+SOURCES = (CSRC / "attention.c",)  # one library
 HEADERS = (CSRC / "vec.h",)
-CDEF = """
-void tyr_gelu_erf_f32(const float *x, float *y, float *dy, size_t n);
-int tyr_attention_causal_fwd_f32(int nb, int nh, int t, int d, float scale,
-    const float *q, const long *sq, const float *k, const long *sk,
-    const float *v, const long *sv, float *y, const long *sy, float *stats);
-int tyr_attention_causal_bwd_f32(int nb, int nh, int t, int d, float scale,
-    const float *q, const long *sq, const float *k, const long *sk,
-    const float *v, const long *sv, const float *stats, const float *dy, const long *sdy,
-    float *dq, const long *sdq, float *dk, const long *sdk, float *dv, const long *sdv);
-"""
+# The exported functions' C signatures (csrc/attention.c), as ctypes argument types: the
+# (nb, nh, t, d) ints, the float scale, then a float pointer and a `long[3]` of strides for
+# each tensor (the forward's `stats` and the backward's `stats` have no strides).
+_PTR, _STRIDES = ctypes.c_void_p, ctypes.POINTER(ctypes.c_long)
+_HEAD = [ctypes.c_int] * 4 + [ctypes.c_float]
+SIGNATURES: dict[str, list[Any]] = {
+    "tyr_attention_causal_fwd_f32": _HEAD + [_PTR, _STRIDES] * 4 + [_PTR],
+    "tyr_attention_causal_bwd_f32": _HEAD + [_PTR, _STRIDES] * 3 + [_PTR] +
+                                    [_PTR, _STRIDES] * 4,
+}
 FLAGS = ("-O3", "-mavx2", "-mfma", "-std=c11", "-shared", "-fPIC")
 BUILD_TIMEOUT_S = 120
 
 _lock = threading.Lock()
-_loaded: tuple[Any, Any] | None = None  # (ffi, lib) once built and opened
+_loaded: ctypes.CDLL | None = None  # once built and opened
 _reason: str | None = None  # why not, once known
 
 
@@ -76,6 +81,20 @@ def _cpu_refusal() -> str | None:
     return None
 
 
+def static_refusal() -> str | None:
+    """Why the kernels could not run here, as far as is known without building or loading
+    them (the machine, the CPU, a missing compiler where no build is kept), or None. A
+    failed build is only known at the first call, which then runs torch's op."""
+    refusal = _cpu_refusal()
+    if refusal or _reason is not None:
+        return refusal or _reason
+    if _loaded is None and not library_path().is_file():
+        cc = _compiler()
+        if not cc or shutil.which(cc[0]) is None:
+            return f"no C compiler: {cc[0] if cc else '$CC'!r} is not on PATH (set $CC)"
+    return None
+
+
 def _build(target: Path) -> str | None:
     """Compile the source to `target` atomically; the reason it failed, or None."""
     cc = _compiler()
@@ -108,15 +127,15 @@ def _names() -> str:
     return ", ".join(f.name for f in SOURCES)
 
 
-def _open(path: Path) -> tuple[Any, Any]:
-    import cffi
+def _open(path: Path) -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(path))
+    for name, args in SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = args, ctypes.c_int
+    return lib
 
-    ffi = cffi.FFI()
-    ffi.cdef(CDEF)
-    return ffi, ffi.dlopen(str(path))
 
-
-def _load() -> tuple[Any, Any] | str:
+def _load() -> ctypes.CDLL | str:
     refusal = _cpu_refusal()
     if refusal:
         return refusal
@@ -124,7 +143,7 @@ def _load() -> tuple[Any, Any] | str:
     if path.is_file():
         try:
             return _open(path)
-        except OSError:
+        except (OSError, AttributeError):
             pass  # a damaged file (a disk error, a foreign write): build it again
     failed = _build(path)
     if failed:
@@ -145,8 +164,8 @@ def unavailable() -> str | None:
         return _reason
 
 
-def library() -> tuple[Any, Any]:
-    """The (ffi, lib) of the CPU kernels; call only after `unavailable()` returned None."""
+def library() -> ctypes.CDLL:
+    """The CPU kernels' library; call only after `unavailable()` returned None."""
     if unavailable() is not None or _loaded is None:
         raise KernelError(f"the CPU kernels are unavailable: {_reason}")
     return _loaded

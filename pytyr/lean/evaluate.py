@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import Pos
-from ..ir.graph import Input, Node, Output, Param, TensorType
+from ..ir.graph import Input, Node, Output, Param, Stack, TensorType
 from .defeq import Normalizer
 from .env import TENSOR_ARITY, TENSOR_FAMILIES, DefInfo, Env, StructInfo
 from .failure import Fail
@@ -52,6 +52,8 @@ class Evaluator:
         self.nodes: list[Node] = []
         self.checkpoints: dict[str, Term] = {}
         self.layouts: dict[Term, list] = {}  # parameter structure type → its fields
+        self.stacks: list[Stack] = []  # outermost folds over vectors of parameter structures
+        self._folding = 0  # folds being unrolled (a fold inside a block is not a stack)
 
     # ---- values ---------------------------------------------------------------------------
     def eval(self, t: Term, s: dict[int, Term]) -> Term:
@@ -95,8 +97,21 @@ class Evaluator:
             f, acc, xs = args[3], args[4], args[5]
             if not (isinstance(f, Closure) and isinstance(xs, Arr)):
                 raise Fail(pos, "`Vector.foldl` needs a `fun` and a known vector here")
-            for item in xs.items:
-                acc = self.apply_closure(f, [acc, item])
+            spans = []
+            self._folding += 1
+            try:
+                for item in xs.items:
+                    start = len(self.nodes)
+                    acc = self.apply_closure(f, [acc, item])
+                    if len(self.nodes) > start:
+                        spans.append((self.nodes[start].name, self.nodes[-1].name))
+            finally:
+                self._folding -= 1
+            path = _stack_path(xs)
+            if not self._folding and path is not None and len(spans) == len(xs.items):
+                elem = args[0]
+                self.stacks.append(Stack(elem.head if isinstance(elem, App) else show(elem),
+                                         path, tuple(spans)))
             return acc
         if info.op is not None:
             return self.emit(info, args, pos)
@@ -187,6 +202,26 @@ class Evaluator:
                        for i, seg in enumerate(parts))
 
         self.params = [p for p in self.params if keep(p)]
+
+
+def _stack_path(xs: Arr) -> str | None:
+    """`blocks` for a vector whose items are parameter structures at `blocks.0`, `blocks.1`,
+    ...; None for any other vector (of tensors, numbers, configs)."""
+    def first_ref(v: Term) -> str | None:
+        if isinstance(v, TensorV):
+            return v.ref
+        if isinstance(v, StructV):
+            return next((r for _, f in v.fields if (r := first_ref(f)) is not None), None)
+        return None
+
+    if not xs.items or not all(isinstance(v, StructV) for v in xs.items):
+        return None
+    ref = first_ref(xs.items[0])
+    if ref is None or ".0." not in ref:
+        return None
+    head = ref.split(".0.")[0]
+    return head if all((r := first_ref(v)) is not None and r.startswith(f"{head}.{i}.")
+                       for i, v in enumerate(xs.items)) else None
 
 
 def to_python(v: Term, pos: Pos, what: str) -> Any:

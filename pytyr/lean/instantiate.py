@@ -117,7 +117,7 @@ def _instantiate(ev: Evaluator, info: DefInfo, values: dict[str, Any]) -> Graph:
             raise ConfigError(f"input and parameter names clash: '{n}'; rename one of them")
         seen.add(n)
     return Graph(info.name, ev.inputs, ev.params, ev.nodes, outputs, config_out,
-                 str(info.pos.file))
+                 str(info.pos.file), stacks=ev.stacks)
 
 
 def _violation(ev: Evaluator, prop: Term, s: dict[int, Term]) -> str:

@@ -120,7 +120,8 @@ def _train(run: Checked, claimed: Any, resume: bool, progress: bool) -> int:
 
     out, task, graph, train = claimed.path, run.task, run.graph, run.cfg.train
     device = resolve_device(train.device)
-    module = module_from_graph(graph, seed=train.seed, kernels=train.kernels).to(device)
+    module = module_from_graph(graph, seed=train.seed, kernels=train.kernels,
+                               checkpoint_blocks=train.checkpoint_blocks).to(device)
     sizes = {**task.sizes(), **task.data_sizes()}
     if distributed.is_main():
         _announce(run, module, device)

@@ -10,6 +10,18 @@ machine), and keeps the faster (more threads must win by 10%). The count then st
 results differ in the last bits between thread counts, so the run records it and a resume
 uses it again (`--resume` stays bit-exact).
 
+Idle OpenMP threads spin for a while after each op unless `OMP_WAIT_POLICY=PASSIVE`. On a
+quiet machine that is what makes more threads pay (the GPT step at 2 threads: 0.60x one
+thread's time spinning, 0.99x with PASSIVE); once other work runs, a spinning thread takes
+the core its partner needs and the same step took 2.4-21x one thread's time
+(docs/performance.md, "Threads"). The probe sees the load of the moment; against load that
+arrives later, more threads must save a quarter of the time where idle threads spin, a
+tenth where they sleep.
+
+The C attention kernel runs at one thread only (`pytyr/kernels/attention_cpu.py`): the
+step timed at one thread is the step with the kernel, the one at every core is torch's,
+so the choice weighs the kernel too.
+
 Nothing is measured where the choice is someone else's: an explicit `train.threads`,
 `OMP_NUM_THREADS` or `MKL_NUM_THREADS` in the environment (torchrun sets 1 per rank), a CUDA
 device, or a machine with one core. A step under 2 ms at one thread is too small to share.
@@ -26,6 +38,7 @@ import torch
 
 ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 MARGIN = 0.9  # more threads must take at most this fraction of one thread's time
+SPIN_MARGIN = 0.75  # the same where idle threads spin (no OMP_WAIT_POLICY=PASSIVE)
 TINY_S = 0.002  # a step this short at one thread gains nothing from more
 ROUNDS = (3, 25)  # alternating rounds: at least 3, more for short steps, within BUDGET_S
 BUDGET_S = 0.6
@@ -55,6 +68,14 @@ def _load() -> str:
         return f"load {os.getloadavg()[0]:.1f}"
     except OSError:
         return "load unknown"
+
+
+def _margin() -> tuple[float, str]:
+    """The margin more threads must win by, and the wait policy it follows from."""
+    wait = os.environ.get("OMP_WAIT_POLICY", "").strip().upper()
+    if wait == "PASSIVE":
+        return MARGIN, "idle threads sleep"
+    return SPIN_MARGIN, "idle threads spin: no OMP_WAIT_POLICY=PASSIVE"
 
 
 def _timed(step: Callable[[], None], threads: int) -> float:
@@ -96,8 +117,9 @@ def choose_threads(setting: int | str, step: Callable[[], None], *, device: torc
         for n in ((cores, 1) if r % 2 == 0 else (1, cores)):
             times[n].append(_timed(step, n))
     t1, tn = statistics.median(times[1]), statistics.median(times[cores])
-    best = cores if tn <= MARGIN * t1 else 1
+    margin, wait = _margin()
+    best = cores if tn <= margin * t1 else 1
     torch.set_num_threads(best)
     return ThreadChoice(best, f"auto: a step took {t1 * 1e3:.0f} ms at 1 thread, "
-                              f"{tn * 1e3:.0f} ms at {cores}; {_load()}; set train.threads "
-                              "to choose")
+                              f"{tn * 1e3:.0f} ms at {cores} ({wait}); {_load()}; set "
+                              "train.threads to choose")

@@ -1,0 +1,219 @@
+"""Every example's training step at the settings users get, Tyr beside plain PyTorch: time per
+step, peak RSS and the activation memory of a step, each side in its own process.
+
+Two settings: `defaults` (nothing in the environment: `make train`'s thread policy and entry
+point against torch's default threads, as the plain scripts run) and `one` (OMP_NUM_THREADS=1
+on both sides, as on a loaded machine). Each side of each setting runs in a process of its own
+(`bench/side.py`); the processes take turns step by step, in a random order every round, so a
+change of load hits all alike, and a time ratio is the median over rounds of plain/tyr. Peak
+RSS (`VmHWM`) and activation memory are tyr/plain, each side's median over its processes.
+The load is read every round.
+
+Goals (issue 25): the GPT step >= 1.10x plain nanoGPT (default AdamW) at both settings and
+>= 1.0x plain with `AdamW(fused=True)`; the other examples >= 0.97x their plain sides; peak
+RSS and activation memory <= 1.05x plain at the same batch.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+from bench import ROOT, Row, judge, load_average
+
+GOAL_GPT, GOAL_FUSED, GOAL_OTHER, GOAL_MEMORY = 1.10, 1.0, 0.97, 1.05
+# example -> its sides (the plain ones compared with tyr) and (steps, warmup) per process
+PLAN: dict[str, tuple[tuple[str, ...], tuple[int, int]]] = {
+    "gpt": (("tyr", "plain", "plain_fused"), (60, 5)),
+    "diffusion": (("tyr", "plain"), (20, 4)),
+    "flux": (("tyr", "plain"), (30, 5)),
+    "nanochat": (("tyr", "plain"), (10, 3)),
+}
+SETTINGS = ("defaults", "one")
+# a pause before each step: OpenMP's threads of the previous process spin for a few ms after
+# its step (the default wait policy), which would slow the next process's step
+SETTLE_S = 0.02
+
+
+class Child:
+    """A `bench.side --serve` process of one side at one setting (stderr to a file, so that a
+    chatty child never blocks on a full pipe)."""
+
+    def __init__(self, example: str, side: str, setting: str, env: dict[str, str] | None = None):
+        import tempfile
+
+        from bench.side import child_env
+
+        self.what = f"bench.side {example} {side} ({setting})"
+        self.err = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.side", example, side, "--serve"], cwd=ROOT,
+            env=env if env is not None else child_env(side, setting), stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=self.err, text=True, bufsize=1)
+        self.ready = self.ask(None)
+
+    def ask(self, command: str | None) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        if command is not None:
+            self.proc.stdin.write(command + "\n")
+            self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            self.err.seek(0)
+            tail = (self.err.read().strip().splitlines() or ["no message"])[-1]
+            raise RuntimeError(f"{self.what} ended: {tail}")
+        return json.loads(line)
+
+    def close(self) -> None:
+        """End the process (closing its stdin ends a serving child) and every pipe."""
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:  # a child that died before reading its last line
+                    pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.err.close()
+
+
+def bench_example(example: str, quick: bool, steps: int | None = None) -> dict[str, Any]:
+    """Every side at every setting in its own process, started one after the other (a
+    starting process does not disturb another's thread choice), then stepped in turn, in a
+    new random order every round (no side always follows the same one), the load read every
+    round."""
+    sides, (n, warmup) = PLAN[example]
+    if steps is not None:
+        n = steps
+    elif quick:
+        n, warmup = max(4, n // 4), 2
+    jobs = [(setting, side) for setting in SETTINGS for side in sides]
+    children: dict[tuple[str, str], Child] = {}
+    times: dict[str, list[dict[str, float]]] = {f"{a}/{b}": [] for a, b in jobs}
+    loads = []
+    try:
+        for setting, side in jobs:
+            children[setting, side] = Child(example, side, setting)
+        order = random.Random(0)
+        for i in range(warmup + n):
+            for job in order.sample(jobs, len(jobs)):
+                time.sleep(SETTLE_S)
+                got = children[job].ask("step")
+                if i >= warmup:
+                    times["/".join(job)].append(got)
+            loads.append(load_average())
+        records = {"/".join(job): {**children[job].ask("end"), "ready": children[job].ready}
+                   for job in jobs}
+    finally:
+        for child in children.values():
+            child.close()
+    return {"sides": sides, "steps": n, "warmup": warmup, "times": times,
+            "records": records, "load": [x for x in loads if x is not None]}
+
+
+def summary(res: dict[str, Any], job: str) -> dict[str, Any]:
+    """One side at one setting: median step time, memory, threads and why."""
+    rec, ts = res["records"][job], res["times"][job]
+    return {"step_ms": statistics.median(t["wall_s"] for t in ts) * 1e3,
+            "cpu_ms": statistics.median(t["cpu_s"] for t in ts) * 1e3,
+            "peak_rss_mb": rec["peak_rss_kb"] / 1024,
+            "activation_mb": rec["activation_bytes"] / 2**20,
+            "threads": rec["threads"], "reason": rec["reason"]}
+
+
+def step_ratio(res: dict[str, Any], num: str, den: str, clock: str = "wall_s") -> float:
+    """The median over rounds of num's step time over den's (adjacent in time)."""
+    return statistics.median(a[clock] / b[clock]
+                             for a, b in zip(res["times"][num], res["times"][den]))
+
+
+def memory_ratios(res: dict[str, Any]) -> dict[str, float]:
+    """Tyr's peak RSS and activation memory over plain's, at the same batch: each side's
+    median over its processes (both settings), since one process's peak RSS varies by a few
+    per cent with the allocator's history (up to ±7% between two of the same side)."""
+    def median(side: str, key: str) -> float:
+        return statistics.median(float(res["records"][f"{s}/{side}"][key]) for s in SETTINGS)
+
+    return {key: median("tyr", field) / median("plain", field)
+            for key, field in (("peak_rss", "peak_rss_kb"), ("activation", "activation_bytes"))}
+
+
+def run(*, quick: bool = False, steps: int | None = None,
+        only: tuple[str, ...] = tuple(PLAN)) -> dict[str, Any]:
+    out: dict[str, Any] = {"benchmark": "defaults", "cpus": os.cpu_count(), "examples": {}}
+    for example in only:
+        res = bench_example(example, quick, steps)
+        res["summary"] = {job: summary(res, job) for job in res["records"]}
+        res["ratios"] = {f"{setting}/{side}": {
+            "time": step_ratio(res, f"{setting}/{side}", f"{setting}/tyr"),
+            "cpu_time": step_ratio(res, f"{setting}/{side}", f"{setting}/tyr", "cpu_s")}
+            for setting in SETTINGS for side in res["sides"] if side != "tyr"}
+        res["memory"] = memory_ratios(res)
+        out["examples"][example] = res
+    return out
+
+
+def _load(res: dict[str, Any]) -> str:
+    return f"load {min(res['load']):.1f}-{max(res['load']):.1f}" if res["load"] else ""
+
+
+def rows(result: dict[str, Any]) -> list[Row]:
+    out = []
+    for example, res in result["examples"].items():
+        for setting in SETTINGS:
+            t = res["summary"][f"{setting}/tyr"]
+            out.append(Row(f"{example} step tyr [{setting}]", f"{t['step_ms']:.1f}",
+                           note=f"{t['threads']} thread(s), {t['reason'].split('; set')[0]}; "
+                                f"{res['steps']} steps; {_load(res)}"))
+            for side in res["sides"][1:]:
+                s, r = res["summary"][f"{setting}/{side}"], res["ratios"][f"{setting}/{side}"]
+                goal = (GOAL_FUSED if side == "plain_fused" else GOAL_GPT) \
+                    if example == "gpt" else GOAL_OTHER
+                out.append(Row(f"{example} step {side} [{setting}]", f"{s['step_ms']:.1f}",
+                               **judge(r["time"], goal, digits=3),
+                               note=f"plain/tyr; {s['threads']} thread(s); cpu time "
+                                    f"{r['cpu_time']:.3f}"))
+        per = {f"{st}/{side}": res["summary"][f"{st}/{side}"] for st in SETTINGS
+               for side in ("tyr", "plain")}
+        rss = ", ".join(f"{st} {per[f'{st}/tyr']['peak_rss_mb']:.0f} / "
+                        f"{per[f'{st}/plain']['peak_rss_mb']:.0f}" for st in SETTINGS)
+        out.append(Row(f"  {example} peak RSS tyr/plain",
+                       **judge(res["memory"]["peak_rss"], GOAL_MEMORY, at_most=True, digits=3),
+                       note=f"MB, per process: {rss}"))
+        out.append(Row(f"  {example} activations tyr/plain",
+                       **judge(res["memory"]["activation"], GOAL_MEMORY, at_most=True, digits=3),
+                       note=f"{per['one/tyr']['activation_mb']:.2f} / "
+                            f"{per['one/plain']['activation_mb']:.2f} MB saved for the backward"))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bench.defaults [--quick] [--rounds N] [EXAMPLE...]`: rows and JSON."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m bench.defaults", description=__doc__.split("\n")[0])
+    p.add_argument("examples", nargs="*", metavar="EXAMPLE", help=", ".join(PLAN))
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--steps", type=int, help="timed steps per side")
+    args = p.parse_args(argv)
+    unknown = sorted(set(args.examples) - set(PLAN))
+    if unknown:
+        p.error(f"unknown example(s) {', '.join(unknown)}; choose from {', '.join(PLAN)}")
+    r = run(quick=args.quick, steps=args.steps, only=tuple(args.examples or PLAN))
+    for row in rows(r):
+        print("  ".join(x for x in vars(row).values() if x))
+    json.dump(r, sys.stdout, indent=1)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
