@@ -5,7 +5,7 @@
 #   make bench    benchmarks (BENCH_ARGS below)
 #   make check    check the Lean sources with `tyr check`
 #   make lean-headers  the real Lean 4.35 front end on every .lean file's header
-#   make lint     pyflakes-level checks of the Python sources (ruff)
+#   make lint     pyflakes-level checks and import order of the Python sources (ruff)
 #   make venv     only create/update the virtualenv (Python 3.11–3.13: PYTHON=python3.12)
 #   make clean    remove caches and build leftovers (keeps .venv, runs/, out/)
 #   make distclean  clean, and also remove .venv, .lake and .cache (the real Lean)
@@ -95,7 +95,7 @@ lean-headers:
 
 # Python errors a test run can miss: undefined names, unused imports, syntax.
 lint: $(STAMP)
-	"$(VENV)/bin/ruff" check --select F,E9 pytyr bench tests
+	"$(VENV)/bin/ruff" check --select F,E9,I pytyr bench tests scripts
 
 clean:
 	find . -path ./$(VENV) -prune -o -path ./.lake -prune -o -path ./.cache -prune -o -path ./.git -prune -o \

@@ -25,9 +25,25 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from bench import (ROOT, Row, checker, cpu_kernels, data, defaults, diffusion,  # noqa: E402
-                   executor, flux, gpt, kernels, load_average, lsp, memory, nanochat,
-                   safetensors_load, threads)
+from bench import (  # noqa: E402
+    ROOT,
+    Row,
+    checker,
+    cpu_kernels,
+    data,
+    defaults,
+    diffusion,
+    executor,
+    flux,
+    gpt,
+    kernels,
+    load_average,
+    lsp,
+    memory,
+    nanochat,
+    safetensors_load,
+    threads,
+)
 
 BENCHMARKS = {"checker": checker, "cpu_kernels": cpu_kernels, "data": data,
               "defaults": defaults, "diffusion": diffusion, "executor": executor, "flux": flux,

@@ -96,10 +96,10 @@ def bench_train(*, steps: int, warmup: int, b: int = 8) -> dict[str, Any]:
 
 def bench_decode(*, max_new: int, rounds: int = 2) -> dict[str, Any]:
     from pytyr.pipeline import LeanModels
-    from pytyr.train.tasks.lm.kvcache import generate_cached
     from pytyr.train.model import RunModel
-    from pytyr.train.tasks.lm.sample import generate
     from pytyr.train.task import Feed
+    from pytyr.train.tasks.lm.kvcache import generate_cached
+    from pytyr.train.tasks.lm.sample import generate
 
     cfg = recipe()
     c, block = cfg["model"]["c"], cfg["task"]["seq"]

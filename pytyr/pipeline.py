@@ -15,7 +15,6 @@ from .ir.graph import Graph
 from .ir.validate import load_graph
 from .lean import LeanSignatures, instantiate_model, load
 
-
 Dim = str | int | tuple[str, str] | None
 """A dim of a declared type: a `Nat` binder's name, a literal, `(config, field)` for a
 config's field (`c.vocab`), or None for any other expression."""

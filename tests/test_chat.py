@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from pytyr.cli import main
 from pytyr.errors import ConfigError, DataError
-from pytyr.train.tasks.lm.chat import ChatSession, converse
 from pytyr.train.task import TaskContext
+from pytyr.train.tasks.lm.chat import ChatSession, converse
 from pytyr.train.tasks.lm.task import LanguageModelTask, TextSampleOptions
 from tiny_nanochat import tiny_factory
 

@@ -17,7 +17,6 @@ from pytyr.data.prepare import prepare_parquet
 from pytyr.data.shards import file_sha256, read_shard
 from pytyr.data.tokenizer import CharTokenizer, encode_documents, load_tokenizer
 from pytyr.errors import ConfigError, DataError
-
 from test_parquet import ALPHABET, write_dataset  # noqa: E402  (tests/ is on sys.path)
 
 TOK = CharTokenizer(sorted(ALPHABET), bos="<|bos|>")

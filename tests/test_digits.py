@@ -7,8 +7,14 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytyr.data.digits import (Digits, load_digits, load_digits_split,
-                               split_digits, to_gray, to_unit_range)
+from pytyr.data.digits import (
+    Digits,
+    load_digits,
+    load_digits_split,
+    split_digits,
+    to_gray,
+    to_unit_range,
+)
 from pytyr.errors import DataError
 
 

@@ -9,12 +9,12 @@ import signal
 
 import pytest
 import torch
-from test_engine import CFG, BigramLM, CycleTask, _cfg, _losses, _train
 
 from pytyr.errors import Interrupted
 from pytyr.safetensors import SafeTensorsFile
 from pytyr.train.engine import Engine
 from pytyr.train.task import TaskContext
+from test_engine import CFG, BigramLM, CycleTask, _cfg, _losses, _train
 
 
 @pytest.fixture(autouse=True)

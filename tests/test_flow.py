@@ -14,9 +14,15 @@ from pytyr.errors import ConfigError
 from pytyr.train.task import TaskContext
 from pytyr.train.tasks import make_task
 from pytyr.train.tasks.flow.image_grid import class_grid_labels, grid_array, write_grid
-from pytyr.train.tasks.flow.rectified import (NULL_LABEL, class_conditioning, euler_sample,
-                                              interpolate, sample_timesteps, timestep_schedule,
-                                              velocity_target)
+from pytyr.train.tasks.flow.rectified import (
+    NULL_LABEL,
+    class_conditioning,
+    euler_sample,
+    interpolate,
+    sample_timesteps,
+    timestep_schedule,
+    velocity_target,
+)
 
 
 def gen(seed: int = 0) -> torch.Generator:

@@ -169,8 +169,9 @@ def test_set_keys_a_command_does_not_use_are_named(bpe, capsys, monkeypatch, com
 
 
 def test_run_names_set_keys_it_does_not_use(bpe, tmp_path, capsys):
-    from pytyr.safetensors import write_file
     import torch
+
+    from pytyr.safetensors import write_file
 
     write_file({"idx": torch.tensor([[1, 2, 3]])}, tmp_path / "i.st")
     assert main(["run", "examples/gpt/GPT.lean", "--model", "gptLogits", "--run", str(bpe),

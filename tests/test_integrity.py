@@ -24,6 +24,7 @@ from pytyr.cli import main
 from pytyr.errors import CheckpointError
 from pytyr.train.checkpoint import load_checkpoint, save_checkpoint
 
+
 def slow(examples: int) -> settings:
     return settings(max_examples=examples, deadline=None, suppress_health_check=[
         HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

@@ -14,8 +14,10 @@ import pytest
 pytest.importorskip("triton")
 
 import broken_kernels  # noqa: E402
-from pytyr.kernels import contracts  # noqa: E402
-from pytyr.kernels import suite  # noqa: E402
+from pytyr.kernels import (
+    contracts,  # noqa: E402
+    suite,  # noqa: E402
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gpu" / "test_parity_suite.sh"

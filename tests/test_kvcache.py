@@ -10,10 +10,10 @@ import torch
 
 from pytyr.errors import ConfigError
 from pytyr.pipeline import LeanModels
-from pytyr.train.tasks.lm.kvcache import generate_cached
 from pytyr.train.model import RunModel
-from pytyr.train.tasks.lm.sample import generate
 from pytyr.train.task import Feed
+from pytyr.train.tasks.lm.kvcache import generate_cached
+from pytyr.train.tasks.lm.sample import generate
 from tiny_nanochat import MODELS, tiny_factory
 
 ROOT = Path(__file__).resolve().parents[1]

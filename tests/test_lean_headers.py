@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from pytyr.lean import check_files
-from tests.lean.real import ROOT, SCRIPT, lean_headers, real_lean as _real_lean
+from tests.lean.real import ROOT, SCRIPT, lean_headers
+from tests.lean.real import real_lean as _real_lean
 
 DOC_FIRST = "/-! The module doc. -/\nimport Lib.A\n"
 # (name, source, Lean's header error as "line:col: message", or None when Lean accepts it)

@@ -13,8 +13,14 @@ from hypothesis import strategies as st
 from pytyr.config import parse_set, read_json
 from pytyr.errors import ConfigError, TyrError
 from pytyr.lean import check_files, instantiate_model, load
-from pytyr.lean.numerals import (float_literal, float_of_nat, nat_literal, nat_of_digits,
-                                 nat_str, scientific_parts)
+from pytyr.lean.numerals import (
+    float_literal,
+    float_of_nat,
+    nat_literal,
+    nat_of_digits,
+    nat_str,
+    scientific_parts,
+)
 from tests.lean.helpers import check_src, one_error
 
 ROOT_MLP = "examples/mlp/MLP.lean"

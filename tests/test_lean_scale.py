@@ -4,8 +4,8 @@ instantiations that may run concurrently on one checked program."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -92,8 +92,8 @@ def test_unrolling_a_vector_has_a_cap_with_a_clear_error(vec, monkeypatch):
 
 
 def test_instantiations_may_run_concurrently():
-    from pytyr.lean import LeanSignatures
     from pytyr.ir.validate import load_graph
+    from pytyr.lean import LeanSignatures
     run = json.loads(Path("examples/gpt/config.json").read_text())
     cfg = {**run["model"], "b": run["train"]["batch"], "t": run["task"]["seq"]}
     cfg["c"]["n_layer"] = 2

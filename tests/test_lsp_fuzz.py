@@ -10,9 +10,10 @@ import pytest
 import pytest_lsp
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from lsp_session import GPT, SERVER, diagnostics, init_params, open_doc
 from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
+
+from lsp_session import GPT, SERVER, diagnostics, init_params, open_doc
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+
 from lsp_session import BAD_LINE, ROOT, gpt_copy, line_of
 
 NVIM = shutil.which("nvim")

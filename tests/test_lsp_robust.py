@@ -8,9 +8,10 @@ import os
 
 import pytest
 import pytest_lsp
-from lsp_session import SERVER, diagnostics, init_params, line_of, open_doc, replace_all
 from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
+
+from lsp_session import SERVER, diagnostics, init_params, line_of, open_doc, replace_all
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -6,10 +6,23 @@ from __future__ import annotations
 
 import pytest
 import pytest_lsp
-from lsp_session import (BAD_LINE, GOOD_LINE, ROOT, SERVER, at, diagnostics, gpt_copy, hover_text,
-                         init_params, line_of, open_doc, replace_all)
 from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
+
+from lsp_session import (
+    BAD_LINE,
+    GOOD_LINE,
+    ROOT,
+    SERVER,
+    at,
+    diagnostics,
+    gpt_copy,
+    hover_text,
+    init_params,
+    line_of,
+    open_doc,
+    replace_all,
+)
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -13,8 +13,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `bench` is a top-level package of the repository
     sys.path.insert(0, str(ROOT))
 
-from bench import scaling  # noqa: E402
-from bench import nanochat  # noqa: E402
+from bench import (
+    nanochat,  # noqa: E402
+    scaling,  # noqa: E402
+)
 from bench.nanochat import flops_per_token  # noqa: E402
 
 SCRIPTS = ROOT / "scripts" / "nanochat"

@@ -19,7 +19,6 @@ from pytyr.cli import main
 from pytyr.data.shards import read_shard
 from pytyr.train.task import TaskContext
 from pytyr.train.tasks import make_task
-
 from stdlib_corpus import module_documents  # noqa: E402  (tests/ is on sys.path)
 
 GPT = "examples/gpt/GPT.lean"

@@ -1,7 +1,6 @@
 """Parquet text datasets: streamed by row group, rank-strided, tokenized on the fly, resumable."""
 from __future__ import annotations
 
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq

@@ -4,8 +4,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytyr.data.shards import (HEADER_BYTES, HEADER_INTS, MAGIC, detect_format, read_shard,
-                               write_shard)
+from pytyr.data.shards import (
+    HEADER_BYTES,
+    HEADER_INTS,
+    MAGIC,
+    detect_format,
+    read_shard,
+    write_shard,
+)
 from pytyr.errors import DataError, TyrError
 
 

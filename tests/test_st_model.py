@@ -9,8 +9,16 @@ import torch
 from torch import nn
 
 from pytyr.pipeline import graph_from_lean, module_from_graph
-from pytyr.safetensors import (SafeTensorsError, check_fit, expected_specs, fit_problems,
-                               load_model, open_weights, save_model, write_file)
+from pytyr.safetensors import (
+    SafeTensorsError,
+    check_fit,
+    expected_specs,
+    fit_problems,
+    load_model,
+    open_weights,
+    save_model,
+    write_file,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 MLP = ROOT / "examples" / "mlp" / "MLP.lean"

@@ -11,8 +11,15 @@ import pytest
 import safetensors.torch
 import torch
 
-from pytyr.safetensors import (DType, SafeTensorsError, SafeTensorsFile, load_file, parse_bytes,
-                               read_header, write_file)
+from pytyr.safetensors import (
+    DType,
+    SafeTensorsError,
+    SafeTensorsFile,
+    load_file,
+    parse_bytes,
+    read_header,
+    write_file,
+)
 from pytyr.safetensors import header as header_mod
 
 # Written by safetensors.torch.save({"w": [[1., -2.]], "i": [7] (int64), "h": 0.5 (f16,

@@ -7,9 +7,20 @@ import json
 import pytest
 import torch
 
-from pytyr.safetensors import (DType, NodeList, SafeTensorsError, TensorRef, TensorSpec,
-                               build_tree, check_fit, open_weights, read_schema, save_sharded,
-                               write_file, write_schema)
+from pytyr.safetensors import (
+    DType,
+    NodeList,
+    SafeTensorsError,
+    TensorRef,
+    TensorSpec,
+    build_tree,
+    check_fit,
+    open_weights,
+    read_schema,
+    save_sharded,
+    write_file,
+    write_schema,
+)
 from pytyr.safetensors.schema import py_name
 
 

@@ -6,8 +6,14 @@ import json
 import numpy as np
 import pytest
 
-from pytyr.data.tokenizer import (BOS, BPETokenizer, CharTokenizer, encode_documents,
-                                  load_tokenizer, train_bpe)
+from pytyr.data.tokenizer import (
+    BOS,
+    BPETokenizer,
+    CharTokenizer,
+    encode_documents,
+    load_tokenizer,
+    train_bpe,
+)
 from pytyr.errors import ConfigError, DataError
 
 CORPUS = ["the quick brown fox jumps over the lazy dog", "a stitch in time saves nine",

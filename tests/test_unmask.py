@@ -11,7 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytyr.errors import ConfigError
-from pytyr.train.tasks.mdlm.unmask import SCHEDULES, UnmaskStep, prompt_template, reveal_counts, unmask
+from pytyr.train.tasks.mdlm.unmask import (
+    SCHEDULES,
+    UnmaskStep,
+    prompt_template,
+    reveal_counts,
+    unmask,
+)
 from pytyr.train.tasks.mdlm.unmask_view import UnmaskView
 
 V = 6  # characters 0..5; [MASK] is 6

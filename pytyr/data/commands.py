@@ -43,8 +43,7 @@ def _corpus(paths: list[str], column: str) -> Iterator[str]:
 
 
 def cmd_tokenizer_train(args: argparse.Namespace) -> int:
-    from pytyr.data.tokenizer import (MAX_BPE_VOCAB, MAX_MIN_FREQUENCY, CharTokenizer,
-                                      train_bpe)
+    from pytyr.data.tokenizer import MAX_BPE_VOCAB, MAX_MIN_FREQUENCY, CharTokenizer, train_bpe
     from pytyr.errors import ConfigError
 
     bos = None if args.no_bos else args.bos

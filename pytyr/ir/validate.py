@@ -12,15 +12,26 @@ in production is read from the Lean library (`Tyr/*.lean`) by the checker.
 from __future__ import annotations
 
 import json
-import os
 import math
+import os
 import re
 from typing import Any, Protocol, runtime_checkable
 
 from pytyr.errors import IRError, TyrError
-from pytyr.ir.graph import (DTYPES, FORMAT, INIT_KINDS, INIT_SIGNED_FIELDS, INIT_STRING_FIELDS,
-                            VERSION, Graph, Input, Node, Output)
-from pytyr.ir.graph import Param, TensorType
+from pytyr.ir.graph import (
+    DTYPES,
+    FORMAT,
+    INIT_KINDS,
+    INIT_SIGNED_FIELDS,
+    INIT_STRING_FIELDS,
+    VERSION,
+    Graph,
+    Input,
+    Node,
+    Output,
+    Param,
+    TensorType,
+)
 
 MAX_RANK = 8
 MAX_NUMEL = 2**40

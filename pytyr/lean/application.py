@@ -21,9 +21,30 @@ from .hints import split_hint
 from .obligations import decide
 from .parser import SUBSET
 from .reshapes import DISCIPLINED, misfit
-from .terms import (FLOAT, NAT, PAIR_FIELDS, PROP, SHAPE, App, Arr, Call, CtorV, InitV, Lit,
-                    Opaque, Param, Pi, Prod, Proj, StructV, Term, Var, instantiate, occurs,
-                    subst)
+from .terms import (
+    FLOAT,
+    NAT,
+    PAIR_FIELDS,
+    PROP,
+    SHAPE,
+    App,
+    Arr,
+    Call,
+    CtorV,
+    InitV,
+    Lit,
+    Opaque,
+    Param,
+    Pi,
+    Prod,
+    Proj,
+    StructV,
+    Term,
+    Var,
+    instantiate,
+    occurs,
+    subst,
+)
 
 if TYPE_CHECKING:
     from .elaborate import TermElab  # the class this mixin is part of

@@ -8,11 +8,20 @@ from typing import Any
 
 from ..errors import Pos
 from . import syntax as S
-from .conventions import init_convention, op_convention
 from .context import Ctx
+from .conventions import init_convention, op_convention
 from .elaborate import TermElab
-from .env import (KNOWN_ATTRS, NATIVE_DEFS, NATIVE_DERIVING, CtorInfo, DefInfo, Env, FieldInfo,
-                  IndInfo, StructInfo)
+from .env import (
+    KNOWN_ATTRS,
+    NATIVE_DEFS,
+    NATIVE_DERIVING,
+    CtorInfo,
+    DefInfo,
+    Env,
+    FieldInfo,
+    IndInfo,
+    StructInfo,
+)
 from .failure import Fail
 from .instances import missing_instance
 from .parser import SUBSET

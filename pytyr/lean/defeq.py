@@ -17,9 +17,34 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .terms import (PAIR_FIELDS, App, Arr, Block, Call, CtorV, Eq, FLit, FloatOp, Lam, Lit,
-                    Meta, MetaCtx, NatOp, Pair, Pi, Prod, Proj, Rel, StructV, Term, Var,
-                    instantiate, map_children, occurs, subst)
+from .terms import (
+    PAIR_FIELDS,
+    App,
+    Arr,
+    Block,
+    Call,
+    CtorV,
+    Eq,
+    FLit,
+    FloatOp,
+    Lam,
+    Lit,
+    Meta,
+    MetaCtx,
+    NatOp,
+    Pair,
+    Pi,
+    Prod,
+    Proj,
+    Rel,
+    StructV,
+    Term,
+    Var,
+    instantiate,
+    map_children,
+    occurs,
+    subst,
+)
 
 
 class TooLarge(Exception):

@@ -18,9 +18,39 @@ from .failure import short as _short
 from .numerals import float_literal, float_of_nat
 from .parser import SUBSET
 from .scope import Scope
-from .terms import (FLOAT, NAT, PROP, STRING, TYPE, App, Arr, Block, Eq, FLit, FloatOp, Lam, Lit,
-                    Meta, MetaCtx, NatOp, Pair, Param, Pi, Prod, Proj, Rel, SLit, Sort,
-                    Term, Var, computes, instantiate, occurs, show, subst)
+from .terms import (
+    FLOAT,
+    NAT,
+    PROP,
+    STRING,
+    TYPE,
+    App,
+    Arr,
+    Block,
+    Eq,
+    FLit,
+    FloatOp,
+    Lam,
+    Lit,
+    Meta,
+    MetaCtx,
+    NatOp,
+    Pair,
+    Param,
+    Pi,
+    Prod,
+    Proj,
+    Rel,
+    SLit,
+    Sort,
+    Term,
+    Var,
+    computes,
+    instantiate,
+    occurs,
+    show,
+    subst,
+)
 
 
 class TermElab(ApplyRules):

@@ -18,8 +18,28 @@ from .defeq import Normalizer
 from .env import TENSOR_ARITY, TENSOR_FAMILIES, DefInfo, Env, StructInfo
 from .failure import Fail
 from .numerals import nat_str
-from .terms import (App, Arr, Block, Call, FLit, InitV, Lam, Lit, MetaCtx, Opaque, Pair, Proj,
-                    SLit, StructV, TensorV, Term, Var, map_children, show, subst)
+from .terms import (
+    App,
+    Arr,
+    Block,
+    Call,
+    FLit,
+    InitV,
+    Lam,
+    Lit,
+    MetaCtx,
+    Opaque,
+    Pair,
+    Proj,
+    SLit,
+    StructV,
+    TensorV,
+    Term,
+    Var,
+    map_children,
+    show,
+    subst,
+)
 
 INT64_MAX = 2**63 - 1  # the IR's dims and integer attributes are int64
 DEFAULT_MAX_UNROLL = 4096  # elements of one `Vector` a model may unroll (layers, list items)

@@ -15,16 +15,32 @@ from typing import Any
 
 from ..errors import ConfigError, Diagnostic, LeanError, Pos
 from ..ir.graph import Graph, Input, Output, Param
-from .obligations import decide
 from .env import TENSOR_FAMILIES, DefInfo, StructInfo
-from .evaluate import DEFAULT_MAX_UNROLL, INT64_MAX, Evaluator, brief, closed_tensor_type, \
-    to_python
+from .evaluate import DEFAULT_MAX_UNROLL, INT64_MAX, Evaluator, brief, closed_tensor_type, to_python
 from .failure import Fail
 from .numerals import float_of_nat
+from .obligations import decide
 from .program import Program
 from .signatures import LeanSignatures
-from .terms import FLOAT, NAT, App, Arr, Eq, FLit, InitV, Lit, NatOp, Opaque, Pair, Rel, \
-    StructV, TensorV, Term, show, subst
+from .terms import (
+    FLOAT,
+    NAT,
+    App,
+    Arr,
+    Eq,
+    FLit,
+    InitV,
+    Lit,
+    NatOp,
+    Opaque,
+    Pair,
+    Rel,
+    StructV,
+    TensorV,
+    Term,
+    show,
+    subst,
+)
 
 __all__ = ["LeanSignatures", "instantiate_model"]
 

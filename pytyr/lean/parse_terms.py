@@ -8,8 +8,8 @@ subset is rejected with a located "not in the Tyr subset of Lean" error.
 """
 from __future__ import annotations
 
-from . import syntax as S
 from ..errors import Diagnostic, LeanError
+from . import syntax as S
 from .lexer import Token, tokenize
 
 SUBSET = "not in the Tyr subset of Lean"

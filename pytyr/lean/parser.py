@@ -6,8 +6,8 @@ Lean" error.
 """
 from __future__ import annotations
 
-from . import syntax as S
 from ..errors import Diagnostic, LeanError, Pos
+from . import syntax as S
 from .lexer import Token
 from .parse_terms import MAX_NESTING, SUBSET, TermParser
 

@@ -20,7 +20,6 @@ from .env import NATIVE_MODULE_PREFIX, DefInfo, Env, builtin_defs
 from .failure import Fail
 from .parser import Parser
 
-
 # The checked Tyr library (`import Tyr`), kept per process: a model file that imports it
 # starts from its declarations instead of checking the library again. Keyed by the working
 # directory (positions are shown relative to it) and by every library file's size and mtime.

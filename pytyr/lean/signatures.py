@@ -14,12 +14,29 @@ from typing import Any
 from ..errors import Pos, TyrError
 from ..ir.graph import TensorType
 from .defeq import Normalizer, unify
-from .obligations import decide
 from .evaluate import brief, closed_tensor_type
 from .failure import Fail
 from .numerals import float_of_nat
-from .terms import FLOAT, NAT, App, Arr, Eq, FLit, Lit, Meta, MetaCtx, Rel, Term, TensorV, \
-    instantiate, is_closed, occurs, show, subst
+from .obligations import decide
+from .terms import (
+    FLOAT,
+    NAT,
+    App,
+    Arr,
+    Eq,
+    FLit,
+    Lit,
+    Meta,
+    MetaCtx,
+    Rel,
+    TensorV,
+    Term,
+    instantiate,
+    is_closed,
+    occurs,
+    show,
+    subst,
+)
 
 _GRAPH = Pos("<graph>", 0, 0)
 # (id of the op's DefInfo, inputs, attrs, implicit) → (that DefInfo, result). Shared by every

@@ -12,8 +12,18 @@ from typing import Any, Callable
 
 from ..lean.defeq import Normalizer
 from ..lean.env import CtorInfo, DefInfo, Env, IndInfo, StructInfo
-from ..lean.terms import (App, FloatOp, MetaCtx, NatOp, Pi, Proj, Term, instantiate,
-                          map_children, show)
+from ..lean.terms import (
+    App,
+    FloatOp,
+    MetaCtx,
+    NatOp,
+    Pi,
+    Proj,
+    Term,
+    instantiate,
+    map_children,
+    show,
+)
 from .record import Typed
 
 

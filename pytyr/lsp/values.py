@@ -20,8 +20,20 @@ from ..errors import TyrError
 from ..lean.defeq import Normalizer
 from ..lean.env import DefInfo, Env, StructInfo
 from ..lean.program import Program
-from ..lean.terms import (FLOAT, NAT, App, FLit, Lit, MetaCtx, StructV, Term, Var, instantiate,
-                          map_children, subst)
+from ..lean.terms import (
+    FLOAT,
+    NAT,
+    App,
+    FLit,
+    Lit,
+    MetaCtx,
+    StructV,
+    Term,
+    Var,
+    instantiate,
+    map_children,
+    subst,
+)
 
 
 @dataclass

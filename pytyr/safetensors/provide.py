@@ -14,11 +14,11 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
+from pytyr.atomic import atomic_write_bytes
 from pytyr.errors import SafeTensorsError
 
 from .loaders import Weights, fit_problems, open_weights
 from .schema import Node, NodeList, TensorRef, TensorSpec, build_tree, py_name
-from pytyr.atomic import atomic_write_bytes
 
 _TAKEN = {"Node", "NodeList", "TensorRef", "TensorSpec", "DType", "Weights", "Any"}
 

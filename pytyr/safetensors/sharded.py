@@ -17,8 +17,15 @@ from typing import Any
 from pytyr.errors import SafeTensorsError
 
 from .header import object_pairs
-from .reader import (MAX_HEADER, DuplicateKey, Header, SafeTensorsFile, TensorInfo,
-                     no_duplicate_pairs, read_header)
+from .reader import (
+    MAX_HEADER,
+    DuplicateKey,
+    Header,
+    SafeTensorsFile,
+    TensorInfo,
+    no_duplicate_pairs,
+    read_header,
+)
 
 INDEX_NAME = "model.safetensors.index.json"
 

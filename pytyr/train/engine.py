@@ -43,8 +43,14 @@ from tqdm.auto import tqdm
 from pytyr.errors import ConfigError, Interrupted, TyrError
 from pytyr.process import StopRequest
 from pytyr.train import distributed
-from pytyr.train.checkpoint import (capture_rng, load_checkpoint, read_state, resolve,
-                                    restore_rng, save_checkpoint)
+from pytyr.train.checkpoint import (
+    capture_rng,
+    load_checkpoint,
+    read_state,
+    resolve,
+    restore_rng,
+    save_checkpoint,
+)
 from pytyr.train.optim import make_optimizers, schedule_muon, set_rate
 from pytyr.train.report import write_outputs
 from pytyr.train.settings import TrainConfig, lr_multiplier

@@ -50,8 +50,15 @@ from typing import Any
 import torch
 from torch import nn
 
-from pytyr.train.orthogonalize import (NS_COEFFS, equilibrate_rows, newton_schulz, normuon,
-                                       normuon_axis, polar_express, renormalize)
+from pytyr.train.orthogonalize import (
+    NS_COEFFS,
+    equilibrate_rows,
+    newton_schulz,
+    normuon,
+    normuon_axis,
+    polar_express,
+    renormalize,
+)
 
 NS_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64}
 ORTHOGONALIZERS = ("newton_schulz", "polar_express")

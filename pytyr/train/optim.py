@@ -14,7 +14,8 @@ from torch import nn
 
 from pytyr.errors import ConfigError
 from pytyr.train.adamw import FusedAdamW
-from pytyr.train.muon import make_optimizers as make_muon, path_matches
+from pytyr.train.muon import make_optimizers as make_muon
+from pytyr.train.muon import path_matches
 from pytyr.train.settings import TrainConfig
 
 

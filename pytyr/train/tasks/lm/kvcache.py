@@ -25,8 +25,8 @@ from typing import Any
 import torch
 
 from pytyr.errors import ConfigError
-from pytyr.train.tasks.lm.sample import check_sampling_args, pick_token
 from pytyr.train.task import Feed, ModelFactory
+from pytyr.train.tasks.lm.sample import check_sampling_args, pick_token
 
 
 def step_feeds(decl: Any, model: str) -> dict[str, Feed]:

@@ -18,8 +18,8 @@ import torch
 
 from pytyr.config import setting
 from pytyr.errors import ConfigError
-from pytyr.train.tasks.lm.sample import generate
 from pytyr.train.task import Expect, Feed, ModelFactory, SampleOutput, Task
+from pytyr.train.tasks.lm.sample import generate
 
 TOKENS = Feed("i64", ("batch", "seq"), bound="vocab")
 

@@ -32,8 +32,15 @@ from collections.abc import Callable, Sequence
 import torch
 
 from pytyr.errors import ConfigError
-from pytyr.train.tasks.mdlm.unmask import (LogitsFn, OnStep, UnmaskStep, as_template, check_temperature,
-                                model_logits, positive_int)
+from pytyr.train.tasks.mdlm.unmask import (
+    LogitsFn,
+    OnStep,
+    UnmaskStep,
+    as_template,
+    check_temperature,
+    model_logits,
+    positive_int,
+)
 
 SAMPLE_EPS = 1e-5  # the last time of the grid, as MDLM's `_sample(eps=1e-5)`
 # the fraction of positions masked at time t ∈ [eps, 1]

@@ -32,10 +32,19 @@ import torch
 
 from pytyr.config import setting
 from pytyr.errors import ConfigError
-from pytyr.train.tasks.mdlm import masking
-from pytyr.train.task import (Batch, Expect, Feed, ModelFactory, SampleOutput, StepRNG, Task,
-                              TaskContext, corpus_windows)
+from pytyr.train.task import (
+    Batch,
+    Expect,
+    Feed,
+    ModelFactory,
+    SampleOutput,
+    StepRNG,
+    Task,
+    TaskContext,
+    corpus_windows,
+)
 from pytyr.train.tasks import register
+from pytyr.train.tasks.mdlm import masking
 
 TOKENS = Feed("i64", ("batch", "seq"), bound="vocab")  # clean characters: the targets
 IDS = Feed("i64", ("batch", "seq"), bound="vocab_and_mask")  # characters or [MASK]
