@@ -33,6 +33,15 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def write_synced(path: Path, data: bytes) -> None:
+    """Write `data` to `path` and fsync it: for a file of a directory that one rename then
+    publishes whole (a checkpoint's), where the file itself needs no rename of its own."""
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], Any]) -> Path:
     """Run `write(f)` on a temporary file in the same directory, fsync it, then rename it over
     `path` (streaming: large files are never held in memory whole)."""

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from pytyr.atomic import fsync_dir
+from pytyr.atomic import fsync_dir, write_synced
 from pytyr.digest import file_sha256, stamp_problem, stamped
 from pytyr.errors import CheckpointError, ConfigError, SafeTensorsError
 from pytyr.safetensors import SafeTensorsFile, load_model, write_file
@@ -186,10 +186,7 @@ def save_checkpoint(directory: str | os.PathLike[str], *, module: nn.Module,
 def _write_state(path: Path, text: str) -> None:
     """Write and fsync state.json (the last file of a checkpoint); errors name it."""
     try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        write_synced(path, text.encode("utf-8"))
     except OSError as err:
         raise OSError(err.errno, err.strerror, str(path)) from None
 
