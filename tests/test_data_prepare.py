@@ -51,7 +51,7 @@ def test_prepare_writes_val_then_train_shards(tmp_path, fmt):
     assert load_tokenizer(tmp_path / "out" / "tokenizer.json").vocab_size == TOK.vocab_size
     # the shards feed the iterators directly, BOS-aligned
     it = SequentialBatchIterator(files[1:], 2, 16, bos_id=TOK.bos_id, fmt=fmt)
-    x, _ = next(it)
+    x, _ = it.batch_at(0)
     assert (x[:, 0] == TOK.bos_id).all()
 
 

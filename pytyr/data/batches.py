@@ -60,7 +60,7 @@ class RandomBatches:
         return everyone[start:start + self.batch]
 
     def batch_at(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Batch `step` of the stream without moving the cursor: (x, y), int64 [batch, seq]."""
+        """Batch `step` of the stream: (x, y), int64 [batch, seq]."""
         starts = self.offsets(step)
         window = np.stack([np.asarray(self.tokens[i:i + self.seq + 1]) for i in starts])
         window = torch.from_numpy(window.astype(np.int64))

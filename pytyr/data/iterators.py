@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import bisect
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -139,8 +139,8 @@ class SequentialBatchIterator:
 
     `shards`: a shard path, a 1-D token array, or a list of them, read in order as one packed
     stream; `bos_id` makes rows BOS-aligned instead (document datasets, see the module doc).
-    `loop=True` goes on past the end (the step counter keeps growing; `epoch` says which pass);
-    otherwise the pass ends with StopIteration. `vocab_size` checks every token up front;
+    Iterating yields steps 0, 1, ... (`batch_at`): one pass, or with `loop=True` on past the
+    end, wrapping; the iterator holds no position (batch k is a function of k). `vocab_size` checks every token up front;
     `fmt` is the shards' format (`read_shard`: headerless nanoGPT shards must say so).
     """
 
@@ -174,7 +174,6 @@ class SequentialBatchIterator:
         else:
             self._stream, self._rows = None, _Rows(arrays, seq, bos_id)
             self._init_bos_aligned(names)
-        self.step = 0
 
     def _init_bos_aligned(self, names: list[str]) -> None:
         counts, per_step = self._rows.counts, self.batch * self.world
@@ -192,22 +191,13 @@ class SequentialBatchIterator:
                             f"row's and needs {self.seq + 1} tokens before its shard's end)")
         self.steps_per_epoch = self.rows_total // per_step
 
-    @property
-    def epoch(self) -> int:
-        """The pass the next step is in (packed: the pass its first token is in)."""
-        if self._stream is not None and self.loop:
-            return self.step * self.step_tokens // self.tokens
-        if self._stream is None and self.loop:
-            return self.step * self.batch * self.world // self.rows_total
-        return self.step // self.steps_per_epoch
-
     def __len__(self) -> int:
         """Whole steps in one pass (looping, an epoch is tokens / step_tokens packed, rows /
         step rows BOS-aligned, and steps cross the wrap)."""
         return self.steps_per_epoch
 
     def batch_at(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Batch `step` without moving the cursor: (x, y), int64 [batch, seq]."""
+        """Batch `step`: (x, y), int64 [batch, seq]."""
         k = step if self.loop else step % self.steps_per_epoch
         if self._stream is not None:
             # one read of batch * seq + 1 tokens; x and y are views of one buffer (made by
@@ -234,12 +224,8 @@ class SequentialBatchIterator:
             out[mine] = self._rows.rows(int(s), wanted[mine] - int(self._first_row[s]))
         return out
 
-    def __iter__(self) -> SequentialBatchIterator:
-        return self
-
-    def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
-        if not self.loop and self.step >= self.steps_per_epoch:
-            raise StopIteration
-        out = self.batch_at(self.step)
-        self.step += 1
-        return out
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        step = 0
+        while self.loop or step < self.steps_per_epoch:
+            yield self.batch_at(step)
+            step += 1
