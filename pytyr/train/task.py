@@ -243,19 +243,26 @@ class Task(abc.ABC):
 EVAL_SEED_OFFSET = {"train": 1_000_003, "val": 2_000_003}  # eval streams apart from training
 
 
-def corpus_windows(train: Any, val: Any, seq: int, vocab: int, ctx: TaskContext
-                   ) -> tuple[Any, dict[str, Any]]:
-    """Random windows of `seq + 1` tokens over a corpus's token arrays: the training stream
-    (seeded by the run) and one fixed evaluation stream per split, seeded apart from it
-    (`pytyr.data.batches.RandomBatches`; every token checked to be below `vocab`)."""
+def character_corpus(corpus: str, cache_dir: str | None, seq: int, ctx: TaskContext
+                     ) -> tuple[Any, Any, dict[str, Any]]:
+    """The character corpus `corpus` (`shakespeare`, or a UTF-8 text file) prepared
+    (`pytyr.data.shakespeare.prepare`), and random windows of `seq + 1` tokens over it: the
+    training stream (seeded by the run) and one fixed evaluation stream per split, seeded
+    apart from it (`pytyr.data.batches.RandomBatches`; every token checked to be below the
+    vocabulary). Returns (the prepared corpus, the training stream, the evaluation streams)."""
+    from pytyr.data import shakespeare
     from pytyr.data.batches import RandomBatches
+
+    data = shakespeare.prepare(cache_dir, text_file=None if corpus == "shakespeare" else corpus)
+    train, val, vocab = data.train, data.val, data.vocab_size
 
     def stream(tokens: Any, seed: int) -> RandomBatches:
         return RandomBatches(tokens, ctx.micro_batch, seq, seed=seed, rank=ctx.rank,
                              world=ctx.world, accum=ctx.accum, vocab_size=vocab)
 
-    return stream(train, ctx.seed), {name: stream(tokens, ctx.seed + EVAL_SEED_OFFSET[name])
-                                     for name, tokens in (("train", train), ("val", val))}
+    return data, stream(train, ctx.seed), {
+        name: stream(tokens, ctx.seed + EVAL_SEED_OFFSET[name])
+        for name, tokens in (("train", train), ("val", val))}
 
 
 def epoch_rows(n: int, k: int, ctx: TaskContext, seed: int) -> torch.Tensor:

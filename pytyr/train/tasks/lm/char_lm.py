@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from pytyr.config import setting
-from pytyr.train.task import Batch, TaskContext, corpus_windows
+from pytyr.train.task import Batch, TaskContext, character_corpus
 from pytyr.train.tasks import register
 from pytyr.train.tasks.lm.task import LanguageModelTask
 
@@ -36,13 +36,8 @@ class CharLM(LanguageModelTask):
         self.data: Any = None
 
     def prepare(self) -> str:
-        from pytyr.data import shakespeare
-
-        text_file = None if self.options.corpus == "shakespeare" else self.options.corpus
-        self.data = shakespeare.prepare(self.options.cache_dir, text_file=text_file)
-        self.stream, self.evals = corpus_windows(self.data.train, self.data.val,
-                                                 self.options.seq, self.data.vocab_size,
-                                                 self.ctx)
+        self.data, self.stream, self.evals = character_corpus(
+            self.options.corpus, self.options.cache_dir, self.options.seq, self.ctx)
         return (f"corpus {self.options.corpus}: {self.data.n_chars:,} characters, "
                 f"vocab {self.data.vocab_size}")
 

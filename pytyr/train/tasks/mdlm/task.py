@@ -2,7 +2,7 @@
 
     {"task": {"name": "mdlm", "corpus": "shakespeare", "seq": 64, "eps": 0.001}}
 
-The data are random windows of a character corpus, as `char_lm`'s (`corpus_windows`); what
+The data are random windows of a character corpus, as `char_lm`'s (`character_corpus`); what
 makes it diffusion is the `step_inputs` hook: for each sequence a masking rate `t`
 (stratified over the global batch), each position masked with probability `t`, ELBO weights
 `1/t` at the masked positions (`masking.py`), all drawn from the step's RNG, so a run resumes
@@ -41,7 +41,7 @@ from pytyr.train.task import (
     StepRNG,
     Task,
     TaskContext,
-    corpus_windows,
+    character_corpus,
 )
 from pytyr.train.tasks import register
 from pytyr.train.tasks.mdlm import masking
@@ -98,13 +98,8 @@ class MaskedDiffusion(Task):
         return {"batch": self.ctx.micro_batch, "seq": self.options.seq}
 
     def prepare(self) -> str:
-        from pytyr.data import shakespeare
-
-        text_file = None if self.options.corpus == "shakespeare" else self.options.corpus
-        self.data = shakespeare.prepare(self.options.cache_dir, text_file=text_file)
-        self.stream, self.evals = corpus_windows(self.data.train, self.data.val,
-                                                 self.options.seq, self.data.vocab_size,
-                                                 self.ctx)
+        self.data, self.stream, self.evals = character_corpus(
+            self.options.corpus, self.options.cache_dir, self.options.seq, self.ctx)
         return (f"corpus {self.options.corpus}: {self.data.n_chars:,} characters, "
                 f"vocab {self.data.vocab_size} + [MASK]")
 
