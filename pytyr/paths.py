@@ -71,20 +71,27 @@ def input_dir(path: str | os.PathLike[str], what: str = "directory") -> Path:
     return path
 
 
+def _mode_if_any(path: Path, make: str, use: str) -> int | None:
+    """The mode of what is at `path`, None where nothing is and something can be made (a
+    ConfigError `cannot {make}` names a non-directory in the way, `cannot {use}` the rest)."""
+    try:
+        return path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        blocker = _blocker(path)
+        if blocker is not None:
+            raise ConfigError(f"{path}: cannot {make}: {blocker} is not a directory") from None
+        return None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot {use}: {err.strerror}") from None
+
+
 def output_dir(path: str | os.PathLike[str], what: str = "output directory") -> Path:
     """`path` where a directory can be (it is one, or nothing is there yet), else a
     ConfigError; it is not created here, so a bad run leaves nothing behind."""
     path = Path(path)
-    try:
-        mode = path.stat().st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        blocker = _blocker(path)
-        if blocker is not None:
-            raise ConfigError(f"{path}: cannot make the {what}: {blocker} is not a "
-                              f"directory") from None
+    mode = _mode_if_any(path, f"make the {what}", f"use the {what}")
+    if mode is None:
         return path
-    except OSError as err:
-        raise ConfigError(f"{path}: cannot use the {what}: {err.strerror}") from None
     if not stat.S_ISDIR(mode):
         raise ConfigError(f"{path}: the {what} is {_kind(mode)}, not a directory")
     return path
@@ -94,16 +101,9 @@ def output_file(path: str | os.PathLike[str], what: str = "output file") -> Path
     """`path` where a file can be written (a regular file or nothing is there, and no
     non-directory is in the way of its parent), else a ConfigError."""
     path = Path(path)
-    try:
-        mode = path.stat().st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        blocker = _blocker(path)
-        if blocker is not None:
-            raise ConfigError(f"{path}: cannot write the {what}: {blocker} is not a "
-                              f"directory") from None
+    mode = _mode_if_any(path, f"write the {what}", f"write the {what}")
+    if mode is None:
         return path
-    except OSError as err:
-        raise ConfigError(f"{path}: cannot write the {what}: {err.strerror}") from None
     if not stat.S_ISREG(mode):
         raise ConfigError(f"{path}: the {what} is {_kind(mode)}, not a regular file")
     return path
