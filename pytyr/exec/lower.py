@@ -166,10 +166,6 @@ class TyrModule(nn.Module):
     def input_names(self) -> list[str]:
         return [i.name for i in self.ir.inputs]
 
-    @property
-    def output_names(self) -> list[str]:
-        return [o.name for o in self.ir.outputs]
-
     def _check_inputs(self, inputs: tuple[Any, ...]) -> None:
         expected = self.ir.inputs
         if len(inputs) != len(expected):

@@ -7,7 +7,6 @@ on CPU tensors with small blocks, which is how CI tests them without a GPU.
 """
 from __future__ import annotations
 
-import torch
 import triton
 
 try:
@@ -16,11 +15,6 @@ except AttributeError:  # Triton releases before the knobs module
     import os
 
     INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
-def launchable(t: torch.Tensor) -> bool:
-    """Whether a kernel can run on `t`'s device here: CUDA, or any device when interpreted."""
-    return t.is_cuda or INTERPRET
 
 
 def pick(small: int, large: int) -> int:

@@ -65,16 +65,6 @@ class Analysis:
                 return span, r
         return None
 
-    def command_at(self, line: int) -> S.Command | None:
-        """The command whose lines hold `line`: the last one starting at or before it."""
-        if self.module is None:
-            return None
-        best = None
-        for cmd in self.module.commands:
-            if cmd.pos.line <= line:
-                best = cmd
-        return best
-
 
 def analyse(path: Path, text: str, overlay: dict[str, str] | None = None,
             version: int | None = None, record: bool = True) -> Analysis:
