@@ -21,8 +21,10 @@ EXAMPLES = {d.name: (next(d.glob("*.lean")), json.loads((d / "config.json").read
 MODEL = {"gpt": "gpt", "mlp": "mlp", "diffusion": "diffusion", "flux": "flux",
          "nanochat": "nanochat", "bert": "bert"}
 # Float fields of the Lean configs whose sensible range the model's types do not state
-# (Lean's Float admits any value): a negative dropout or rotary base is not refused yet.
-UNRANGED = {"model.c.dropout", "model.c.theta", "model.c.rope_base", "model.c.softcap"}
+# (Lean's Float admits any value): a negative dropout, norm epsilon or rotary base is not
+# refused yet.
+UNRANGED = {"model.c.dropout", "model.c.theta", "model.c.rope_base", "model.c.softcap",
+            "model.c.eps", "model.c.hidden_dropout", "model.c.attn_dropout"}
 BAD_INT = ["9" * 5000, "-1", "1e999", "-1e999", "NaN", "true", "[1]"]
 BAD_FLOAT = ["9" * 5000, "1e999", "-1e999", "NaN", "-1", "true", "[1]"]
 
