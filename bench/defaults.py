@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 from bench import ROOT, Row, judge, load_average
+from bench.standalone import standalone
 
 GOAL_GPT, GOAL_FUSED, GOAL_OTHER, GOAL_MEMORY = 1.10, 1.0, 0.97, 1.05
 # example -> its sides (the plain ones compared with tyr) and (steps, warmup) per process
@@ -196,23 +197,18 @@ def rows(result: dict[str, Any]) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m bench.defaults [--quick] [--rounds N] [EXAMPLE...]`: rows and JSON."""
-    import argparse
+    """`python -m bench.defaults [--quick] [--steps N] [EXAMPLE...]`: rows then JSON."""
+    def options(p: Any) -> None:
+        p.add_argument("examples", nargs="*", metavar="EXAMPLE", help=", ".join(PLAN))
+        p.add_argument("--steps", type=int, help="timed steps per side")
 
-    p = argparse.ArgumentParser(prog="python -m bench.defaults", description=__doc__.split("\n")[0])
-    p.add_argument("examples", nargs="*", metavar="EXAMPLE", help=", ".join(PLAN))
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--steps", type=int, help="timed steps per side")
-    args = p.parse_args(argv)
-    unknown = sorted(set(args.examples) - set(PLAN))
-    if unknown:
-        p.error(f"unknown example(s) {', '.join(unknown)}; choose from {', '.join(PLAN)}")
-    r = run(quick=args.quick, steps=args.steps, only=tuple(args.examples or PLAN))
-    for row in rows(r):
-        print("  ".join(x for x in vars(row).values() if x))
-    json.dump(r, sys.stdout, indent=1)
-    print()
-    return 0
+    def kwargs(args: Any, p: Any) -> dict[str, Any]:
+        unknown = sorted(set(args.examples) - set(PLAN))
+        if unknown:
+            p.error(f"unknown example(s) {', '.join(unknown)}; choose from {', '.join(PLAN)}")
+        return {"quick": args.quick, "steps": args.steps, "only": tuple(args.examples or PLAN)}
+
+    return standalone(sys.modules[__name__], argv, options=options, kwargs=kwargs)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ ratios, the forward alone, and the same-math check.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from typing import Any
@@ -26,6 +25,7 @@ from torch import nn
 
 from bench import ROOT, Row, alternate_steps, pair_rows
 from bench.diffusion_plain import Diffusion, DiffusionConfig
+from bench.standalone import standalone
 
 GOAL_RATIO = 0.97
 LEAN_FILE = ROOT / "examples" / "diffusion" / "Diffusion.lean"
@@ -113,16 +113,8 @@ def rows(result: dict[str, Any]) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m bench.diffusion [--quick]`: this benchmark alone, results as JSON on stdout."""
-    p = argparse.ArgumentParser(prog="python -m bench.diffusion",
-                                description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
-    r = run(quick=p.parse_args(argv).quick)
-    for row in rows(r):
-        print("  ".join(x for x in vars(row).values() if x))
-    json.dump(r, sys.stdout, indent=1)
-    print()
-    return 0
+    """`python -m bench.diffusion [--quick]`: this benchmark alone, rows then JSON."""
+    return standalone(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ ratios, the forward alone, and the largest loss and parameter differences.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from typing import Any
@@ -23,6 +22,7 @@ from torch import nn
 
 from bench import ROOT, Row, alternate_steps, pair_rows
 from bench.flux_plain import Flux, FluxConfig
+from bench.standalone import standalone
 
 GOAL_RATIO = 0.97
 FLUX_FILE = ROOT / "examples" / "flux" / "Flux.lean"
@@ -99,16 +99,8 @@ def rows(result: dict[str, Any]) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m bench.flux [--quick]`: this benchmark alone, results as JSON on stdout."""
-    p = argparse.ArgumentParser(prog="python -m bench.flux", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
-    args = p.parse_args(argv)
-    r = run(quick=args.quick)
-    for row in rows(r):
-        print("  ".join(x for x in vars(row).values() if x))
-    json.dump(r, sys.stdout, indent=1)
-    print()
-    return 0
+    """`python -m bench.flux [--quick]`: this benchmark alone, rows then JSON."""
+    return standalone(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -27,9 +27,7 @@ the GFLOP/s of a 512x512 @ 512x512 matmul timed in the same rounds. `--compile` 
 """
 from __future__ import annotations
 
-import argparse
 import gc
-import json
 import statistics
 import sys
 import time
@@ -41,6 +39,7 @@ from torch import nn
 
 from bench import ROOT, Row, judge, pair_result, pair_rows, summarize
 from bench.nanogpt import GPT, GPTConfig, load_from_tyr, tyr_to_plain_key
+from bench.standalone import standalone
 
 GOAL_RATIO = 1.10  # plain nanoGPT (default AdamW) / tyr
 GOAL_FUSED = 1.0  # plain with AdamW(fused=True) / tyr
@@ -327,17 +326,9 @@ def rows(result: dict[str, Any]) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m bench.gpt [--quick] [--compile]`: this benchmark alone, results as JSON on stdout."""
-    p = argparse.ArgumentParser(prog="python -m bench.gpt", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--compile", action="store_true", help="also time the sides under torch.compile")
-    args = p.parse_args(argv)
-    r = run(quick=args.quick, compile=args.compile)
-    for row in rows(r):
-        print("  ".join(x for x in vars(row).values() if x))
-    json.dump(r, sys.stdout, indent=1)
-    print()
-    return 0
+    """`python -m bench.gpt [--quick] [--compile]`: this benchmark alone, rows then JSON."""
+    return standalone(sys.modules[__name__], argv, options=lambda p: p.add_argument(
+        "--compile", action="store_true", help="also time the sides under torch.compile"))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ pick the same tokens. Reported in tokens per second.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -28,6 +27,7 @@ import torch
 
 from bench import ROOT, Row, pair_result, pair_rows, summarize
 from bench.plain_nanochat import Config, NanoChat
+from bench.standalone import standalone
 
 GOAL_RATIO = 0.97
 LEAN = ROOT / "examples" / "nanochat" / "NanoChat.lean"
@@ -170,17 +170,8 @@ def rows(result: dict[str, Any]) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m bench.nanochat [--quick]`: this benchmark alone, results as JSON on stdout."""
-    p = argparse.ArgumentParser(prog="python -m bench.nanochat",
-                                description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
-    args = p.parse_args(argv)
-    r = run(quick=args.quick)
-    for row in rows(r):
-        print("  ".join(x for x in row if x))
-    json.dump(r, sys.stdout, indent=1)
-    print()
-    return 0
+    """`python -m bench.nanochat [--quick]`: this benchmark alone, rows then JSON."""
+    return standalone(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":
