@@ -2,8 +2,9 @@
 `python -m bench.side EXAMPLE SIDE [--steps N | --serve]` (EXAMPLE `gpt_large`: a GPT whose
 activations outweigh its weights, for `bench/memory.py`).
 
-`bench/defaults.py` starts one such process per side and setting and alternates them step by
-step (`--serve`: a `step` line on stdin runs one step, `end` reports): torch's thread count
+`take_turns` (the parent's side, for `bench/defaults.py`, `memory.py` and `threads.py`)
+starts one such process per job and alternates them step by step (`--serve`, through `Child`:
+a `step` line on stdin runs one step, `end` reports): torch's thread count
 and OpenMP's wait policy are fixed when torch loads, and a process's peak RSS (`VmHWM`)
 cannot be reset, so two sides in one process would share all three. SIDE is `tyr` (what
 `tyr train` runs: the module lowered from the Lean model, the
@@ -255,6 +256,92 @@ def child_env(side: str, setting: str, base: dict[str, str] | None = None) -> di
     if setting == "one":
         env.update({var: "1" for var in THREAD_VARS})
     return env
+
+
+class Child:
+    """A `bench.side EXAMPLE SIDE --serve` process in environment `env`, seen from its parent
+    (stderr to a file, so that a chatty child never blocks on a full pipe); `what` names it
+    in an error."""
+
+    def __init__(self, example: str, side: str, env: dict[str, str], what: str):
+        import subprocess
+        import tempfile
+
+        from bench import ROOT
+
+        self.what = f"bench.side {example} {side} ({what})"
+        self.err = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.side", example, side, "--serve"], cwd=ROOT, env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True, bufsize=1)
+        self.ready = self.ask(None)
+
+    def ask(self, command: str | None) -> dict[str, Any]:
+        """Send `command` (None: nothing) and read the child's one-line JSON answer."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        if command is not None:
+            self.proc.stdin.write(command + "\n")
+            self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            self.err.seek(0)
+            tail = (self.err.read().strip().splitlines() or ["no message"])[-1]
+            raise RuntimeError(f"{self.what} ended: {tail}")
+        return json.loads(line)
+
+    def close(self) -> None:
+        """End the process (closing its stdin ends a serving child) and every pipe."""
+        import subprocess
+
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:  # a child that died before reading its last line
+                    pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.err.close()
+
+
+# a pause before each step: OpenMP's threads of the previous process spin for a few ms after
+# its step (the default wait policy), which would slow the next process's step
+SETTLE_S = 0.02
+
+
+def take_turns(jobs: dict[str, tuple[str, str, dict[str, str]]], *, steps: int, warmup: int
+               ) -> dict[str, Any]:
+    """One `--serve` process per job (name -> example, side, environment), started one after
+    the other (a starting process does not disturb another's thread choice), then stepped in
+    turn, in a new random order every round (no job always follows the same one), the load
+    read every round. Returns each job's timed steps (`times`, after `warmup` rounds), its
+    closing record with its `ready` line (`records`), and the loads."""
+    import random
+
+    from bench import load_average
+
+    children: dict[str, Child] = {}
+    times: dict[str, list[dict[str, float]]] = {job: [] for job in jobs}
+    loads = []
+    try:
+        for job, (example, side, env) in jobs.items():
+            children[job] = Child(example, side, env, job)
+        order, names = random.Random(0), list(jobs)
+        for i in range(warmup + steps):
+            for job in order.sample(names, len(names)):
+                time.sleep(SETTLE_S)
+                got = children[job].ask("step")
+                if i >= warmup:
+                    times[job].append(got)
+            loads.append(load_average())
+        records = {job: {**c.ask("end"), "ready": c.ready} for job, c in children.items()}
+    finally:
+        for c in children.values():
+            c.close()
+    return {"times": times, "records": records, "load": [x for x in loads if x is not None]}
 
 
 def main(argv: list[str] | None = None) -> int:
