@@ -7,6 +7,7 @@ helpers here are the shared timing statistics, rows and verdicts.
 """
 from __future__ import annotations
 
+import json
 import os
 import statistics
 from collections.abc import Sequence
@@ -105,6 +106,33 @@ def summarize(samples_s: Sequence[float]) -> dict[str, float]:
         "min_ms": min(ms),
         "mean_ms": statistics.fmean(ms),
     }
+
+
+def config_values(config: Path, **over: Any) -> dict[str, Any]:
+    """A model's values for an example's config (`c`: its `model.c` table; `b` and, where the
+    task has a `seq`, `t`: as `tyr train` fills them from train.batch and task.seq); `over`
+    replaces `c` fields or b/t."""
+    cfg = json.loads(config.read_text(encoding="utf-8"))
+    v: dict[str, Any] = {"c": dict(cfg["model"]["c"]), "b": cfg["train"]["batch"]}
+    if "seq" in cfg["task"]:
+        v["t"] = cfg["task"]["seq"]
+    for k, x in over.items():
+        (v if k in ("b", "t") else v["c"])[k] = x
+    return v
+
+
+def task_batches(table: dict[str, Any], micro_batch: int, n: int, seed: int
+                 ) -> list[tuple[Any, ...]]:
+    """`n` training batches as `tyr train` makes them: `training_batch(k)`, k < n, of the task
+    of `table` (a config's `task` table) at `micro_batch` rows and run seed `seed`, each as the
+    task's feeds in their order (the model's arguments)."""
+    from pytyr.train.task import TaskContext
+    from pytyr.train.tasks import make_task
+
+    task = make_task(table, TaskContext(micro_batch, seed), "bench")
+    task.prepare()
+    names = list(task.feeds())
+    return [tuple(task.training_batch(k)[name] for name in names) for k in range(n)]
 
 
 def timed(fn: Any, *args: Any) -> tuple[float, Any]:

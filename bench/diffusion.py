@@ -16,14 +16,13 @@ ratios, the forward alone, and the same-math check.
 """
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
 import torch
 from torch import nn
 
-from bench import ROOT, Row, alternate_steps, pair_rows
+from bench import ROOT, Row, alternate_steps, config_values, pair_rows, task_batches
 from bench.diffusion_plain import Diffusion, DiffusionConfig
 from bench.standalone import standalone
 
@@ -35,14 +34,8 @@ N_BATCHES = 8  # distinct batches, cycled
 
 
 def recipe_values(**over: Any) -> dict[str, Any]:
-    """The model's values for config.json's recipe (`b`, `t` as `tyr train` fills them from
-    train.batch and task.seq); `over` replaces `c` fields or b/t."""
-    cfg = json.loads(CONFIG.read_text(encoding="utf-8"))
-    v: dict[str, Any] = {"c": dict(cfg["model"]["c"]), "b": cfg["train"]["batch"],
-                         "t": cfg["task"]["seq"]}
-    for k, x in over.items():
-        (v if k in ("b", "t") else v["c"])[k] = x
-    return v
+    """The model's values for config.json's recipe; `over` replaces `c` fields or b/t."""
+    return config_values(CONFIG, **over)
 
 
 def build_pair(values: dict[str, Any], seed: int = 0) -> tuple[nn.Module, Diffusion]:
@@ -59,14 +52,7 @@ def build_pair(values: dict[str, Any], seed: int = 0) -> tuple[nn.Module, Diffus
 def batches(values: dict[str, Any], n: int, seed: int) -> list[tuple[torch.Tensor, ...]]:
     """`n` MDLM batches (ids, targets, weights) of the Shakespeare corpus, made as `tyr train`
     makes them: the `mdlm` task's `training_batch(k)`."""
-    from pytyr.train.task import TaskContext
-    from pytyr.train.tasks import make_task
-
-    table = {"name": "mdlm", "seq": values["t"]}
-    task = make_task(table, TaskContext(values["b"], seed), "bench")
-    task.prepare()
-    return [tuple(task.training_batch(k)[name] for name in ("ids", "targets", "weights"))
-            for k in range(n)]
+    return task_batches({"name": "mdlm", "seq": values["t"]}, values["b"], n, seed)
 
 
 def _optimizer(module: nn.Module) -> torch.optim.Optimizer:

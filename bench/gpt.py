@@ -1,8 +1,8 @@
 """The GPT of `examples/gpt/GPT.lean` through Tyr's executor vs the same GPT hand-written
 in nanoGPT's structure (`bench/nanogpt.py`).
 
-Config: nanoGPT's CPU recipe for Shakespeare-char (vocab 65, block 64, 4 layers, 4 heads of
-32 = width 128, dropout 0, batch 12, t = block). The plain model gets copies of the Tyr
+Config: `make train`'s (examples/gpt/config.json: nanoGPT's CPU recipe for Shakespeare-char,
+vocab 75 here, block 64, 4 layers, 4 heads of 32 = width 128, dropout 0, batch 12, t = block). The plain model gets copies of the Tyr
 module's weights (`load_from_tyr`), so both do the same arithmetic: losses are compared step
 by step and the parameters at the end, as evidence. A training step is forward + `zero_grad`
 + backward + AdamW step with nanoGPT's optimizer set-up (lr 1e-3, betas (0.9, 0.99), weight
@@ -13,7 +13,7 @@ the plain side twice: with torch's default AdamW (what nanoGPT does on CPU) and 
 `AdamW(fused=True)`: what the lean step adds, measured on its own; a fifth is Tyr lowered
 with kernels off: what the C kernels (GELU, causal attention: pytyr/kernels/*_cpu.py) add,
 on their own. All sides see the same
-sequence of random token batches. Steps ALTERNATE between the sides, the order rotated every
+batches of Shakespeare, made as `tyr train` makes them (the `char_lm` task's `training_batch`). Steps ALTERNATE between the sides, the order rotated every
 round, after a warm-up, so drift in machine speed hits all; each step is timed by the wall
 clock and by the thread's CPU time (which other processes on the machine do not inflate).
 
@@ -37,7 +37,16 @@ from typing import Any
 import torch
 from torch import nn
 
-from bench import ROOT, Row, judge, pair_result, pair_rows, summarize
+from bench import (
+    ROOT,
+    Row,
+    config_values,
+    judge,
+    pair_result,
+    pair_rows,
+    summarize,
+    task_batches,
+)
 from bench.nanogpt import GPT, GPTConfig, load_from_tyr, tyr_to_plain_key
 from bench.standalone import standalone
 
@@ -46,17 +55,15 @@ GOAL_FUSED = 1.0  # plain with AdamW(fused=True) / tyr
 GOAL_FRACTION = 0.60  # the Tyr step's GFLOP/s over a 512x512 matmul's
 PROBE = 512  # the matmul whose rate is this CPU's reference
 GPT_FILE = ROOT / "examples" / "gpt" / "GPT.lean"
+CONFIG = ROOT / "examples" / "gpt" / "config.json"
 LR, BETAS, WEIGHT_DECAY = 1e-3, (0.9, 0.99), 0.1
 N_BATCHES = 8  # distinct batches, cycled: enough variety, no data-loading cost in the timing
 
 
 def gpt_values(**over: Any) -> dict[str, Any]:
-    """Values of GPT.lean's `gpt` for nanoGPT's CPU recipe; `over` replaces `c` fields or b/t."""
-    c = {"vocab": 65, "block": 64, "n_layer": 4, "n_head": 4, "head_dim": 32, "dropout": 0.0}
-    v: dict[str, Any] = {"c": c, "b": 12, "t": 64}
-    for k, x in over.items():
-        (v if k in ("b", "t") else c)[k] = x
-    return v
+    """Values of GPT.lean's `gpt` for `make train`'s recipe (examples/gpt/config.json);
+    `over` replaces `c` fields or b/t."""
+    return config_values(CONFIG, **over)
 
 
 def build_pair(values: dict[str, Any], seed: int = 0, kernels: str | None = None
@@ -72,14 +79,9 @@ def build_pair(values: dict[str, Any], seed: int = 0, kernels: str | None = None
 
 
 def batches(values: dict[str, Any], n: int, seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """`n` random (idx, targets) batches, targets the next tokens as in a language model."""
-    gen = torch.Generator().manual_seed(seed)
-    b, t, vocab = values["b"], values["t"], values["c"]["vocab"]
-    out = []
-    for _ in range(n):
-        seq = torch.randint(0, vocab, (b, t + 1), generator=gen)
-        out.append((seq[:, :-1].contiguous(), seq[:, 1:].contiguous()))
-    return out
+    """`n` (idx, targets) batches of Shakespeare as `tyr train` makes them: the `char_lm`
+    task's `training_batch(k)` (characters: ids below 75, so `c.vocab` must be at least 75)."""
+    return task_batches({"name": "char_lm", "seq": values["t"]}, values["b"], n, seed)
 
 
 SIDES = ("tyr", "plain", "plain_fused", "tyr_torch_adamw", "tyr_no_kernels")

@@ -49,6 +49,16 @@ def build_pair(c: dict[str, Any], b: int, t: int, seed: int = 0) -> tuple[Any, N
     return tyr, plain
 
 
+def batches(c: dict[str, Any], b: int, t: int, n: int, seed: int
+            ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """`n` random (idx, targets) batches of `b` x `t` tokens below `c.vocab`. Not the `bpb_lm`
+    task's `training_batch`, which `tyr train` uses: its token shards are built by
+    scripts/nanochat/prepare_data.sh, not part of a checkout; a step's work does not depend
+    on the ids."""
+    gen = torch.Generator().manual_seed(seed)
+    return [tuple(torch.randint(0, c["vocab"], (2, b, t), generator=gen)) for _ in range(n)]
+
+
 def _optimizers(module: torch.nn.Module, train: dict[str, Any]) -> list[torch.optim.Optimizer]:
     from pytyr.config import load_dataclass
     from pytyr.train.optim import make_optimizers
@@ -75,8 +85,7 @@ def bench_train(*, steps: int, warmup: int, b: int = 8) -> dict[str, Any]:
     tyr, plain = build_pair(c, b, t)
     mods = {"tyr": tyr, "plain": plain}
     opts = {side: _optimizers(m, cfg["train"]) for side, m in mods.items()}
-    gen = torch.Generator().manual_seed(1)
-    data = [torch.randint(0, c["vocab"], (2, b, t), generator=gen) for _ in range(N_BATCHES)]
+    data = batches(c, b, t, N_BATCHES, 1)
     times: dict[str, list[float]] = {"tyr": [], "plain": []}
     diff = 0.0
     for i in range(warmup + steps):

@@ -56,18 +56,13 @@ def _config(example: str) -> dict[str, Any]:
 
 def build(example: str, side: str, n_batches: int = 8) -> tuple[Any, list[Any], list[tuple]]:
     """(module, optimizers, batches) of one side of `example` at its recipe's sizes."""
-    import torch
 
     cfg = _config(example)
     tyr = side.startswith("tyr")
     checkpoint = side == "tyr_checkpoint"
     if example in ("gpt", "gpt_large"):
         from bench import gpt
-        values = {"c": dict(cfg["model"]["c"]), "b": cfg["train"]["batch"],
-                  "t": cfg["task"]["seq"]}
-        if example == "gpt_large":
-            for k, x in GPT_LARGE.items():
-                (values if k in ("b", "t") else values["c"])[k] = x
+        values = gpt.gpt_values(**(GPT_LARGE if example == "gpt_large" else {}))
         data = gpt.batches(values, n_batches, 1)
         if tyr:
             module = _tyr_module(gpt.GPT_FILE, "gpt", values, checkpoint)
@@ -101,9 +96,7 @@ def build(example: str, side: str, n_batches: int = 8) -> tuple[Any, list[Any], 
     if example == "nanochat":
         from bench import nanochat
         c, t, b = cfg["model"]["c"], cfg["task"]["seq"], cfg["train"]["micro_batch"]
-        gen = torch.Generator().manual_seed(1)
-        data = [tuple(torch.randint(0, c["vocab"], (2, b, t), generator=gen))
-                for _ in range(n_batches)]
+        data = nanochat.batches(c, b, t, n_batches, 1)
         if tyr:
             module = _tyr_module(nanochat.LEAN, "nanochat", {"c": c, "b": b, "t": t},
                                  checkpoint)
