@@ -144,21 +144,50 @@ def timed(fn: Any, *args: Any) -> tuple[float, Any]:
     return time.perf_counter() - t0, out
 
 
-def train_step(fwd: Any, opt: Any, batch: Sequence[Any]) -> Any:
-    """One training step of a module returning (..., loss) on `batch`: the loss."""
-    loss = fwd(*batch)[1]
-    opt.zero_grad(set_to_none=True)
+def train_step(fwd: Any, opts: Sequence[Any], batch: Sequence[Any]) -> Any:
+    """One training step of a module returning (..., loss) on `batch`, stepping every
+    optimizer of `opts` (Muon and AdamW, say): the loss."""
+    loss = fwd(*batch)[-1]
+    for o in opts:
+        o.zero_grad(set_to_none=True)
     loss.backward()
-    opt.step()
+    for o in opts:
+        o.step()
     return loss
 
 
-def alternate_steps(values: Any, mods: dict[str, Any], opts: dict[str, Any],
+def max_param_diff(tyr: Any, other: Any, key: Any = None) -> float:
+    """The largest |difference| between `tyr`'s parameters and `other`'s, `key` mapping a Tyr
+    state-dict key to `other`'s (default: the same keys)."""
+    theirs = other.state_dict()
+    return max(float((v - theirs[key(k) if key else k]).abs().max())
+               for k, v in tyr.state_dict().items())
+
+
+def forward_breakdown(fwds: dict[str, Any], tyr: Any, batch: Sequence[Any], iters: int
+                      ) -> dict[str, Any]:
+    """The forward alone of the `tyr` and `plain` sides of `fwds` (recording autograd, as in
+    training; alternating), and the Tyr module's input check by itself where it has one."""
+    fwd: dict[str, list[float]] = {"tyr": [], "plain": []}
+    for i in range(iters):
+        for side in (("tyr", "plain") if i % 2 == 0 else ("plain", "tyr")):
+            fwd[side].append(timed(fwds[side], *batch)[0])
+    out: dict[str, Any] = {"forward_tyr_ms": summarize(fwd["tyr"])["median_ms"],
+                           "forward_plain_ms": summarize(fwd["plain"])["median_ms"]}
+    check = getattr(tyr, "_check_inputs", None)
+    if check is not None:
+        out["check_inputs_us"] = summarize(
+            [timed(check, tuple(batch))[0] for _ in range(iters)])["median_ms"] * 1e3
+    return out
+
+
+def alternate_steps(values: Any, mods: dict[str, Any], opts: dict[str, Sequence[Any]],
                     data: Sequence[Sequence[Any]], *, steps: int, warmup: int,
-                    forward_iters: int = 0) -> dict[str, Any]:
-    """Training steps of the `tyr` and `plain` sides (same state-dict keys) alternating, the
-    order flipped every round, after `warmup` rounds: the `pair_result` record, with the
-    forward alone under `breakdown` when `forward_iters` > 0."""
+                    forward_iters: int = 0, plain_key: Any = None) -> dict[str, Any]:
+    """Training steps of the `tyr` and `plain` sides (each with its optimizers) alternating,
+    the order flipped every round, after `warmup` rounds: the `pair_result` record (the
+    parameters compared through `plain_key`, see `max_param_diff`), with the forward alone
+    under `breakdown` when `forward_iters` > 0."""
     import gc
 
     times: dict[str, list[float]] = {"tyr": [], "plain": []}
@@ -172,15 +201,9 @@ def alternate_steps(values: Any, mods: dict[str, Any], opts: dict[str, Any],
             if i >= warmup:
                 times[side].append(dt)
         max_loss_diff = max(max_loss_diff, abs(losses["tyr"] - losses["plain"]))
-    tyr, psd = mods["tyr"], mods["plain"].state_dict()
-    max_param_diff = max(float((v - psd[k]).abs().max()) for k, v in tyr.state_dict().items())
+    tyr = mods["tyr"]
     result = pair_result(values, sum(q.numel() for q in tyr.parameters()), steps, warmup,
-                         times, max_loss_diff, max_param_diff)
+                         times, max_loss_diff, max_param_diff(tyr, mods["plain"], plain_key))
     if forward_iters > 0:
-        fwd: dict[str, list[float]] = {"tyr": [], "plain": []}
-        for i in range(forward_iters):
-            for side in (("tyr", "plain") if i % 2 == 0 else ("plain", "tyr")):
-                fwd[side].append(timed(mods[side], *data[0])[0])
-        result["breakdown"] = {"forward_tyr_ms": summarize(fwd["tyr"])["median_ms"],
-                               "forward_plain_ms": summarize(fwd["plain"])["median_ms"]}
+        result["breakdown"] = forward_breakdown(mods, tyr, data[0], forward_iters)
     return result

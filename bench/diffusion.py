@@ -66,7 +66,7 @@ def bench_pair(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0
     """Alternating training steps of both sides on the same batches."""
     tyr, plain = build_pair(values, seed)
     mods = {"tyr": tyr, "plain": plain}
-    opts = {side: _optimizer(m) for side, m in mods.items()}
+    opts = {side: [_optimizer(m)] for side, m in mods.items()}
     data = batches(values, N_BATCHES, seed + 1)
     return alternate_steps(values, mods, opts, data, steps=steps, warmup=warmup,
                            forward_iters=breakdown_iters)

@@ -57,7 +57,8 @@ def bench_pair(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0
     """Alternating training steps of both sides, then (optionally) forwards alone."""
     tyr, plain = build_pair(values, seed)
     mods: dict[str, nn.Module] = {"tyr": tyr, "plain": plain}
-    opts = {side: torch.optim.AdamW(m.parameters(), lr=LR, betas=BETAS) for side, m in mods.items()}
+    opts = {side: [torch.optim.AdamW(m.parameters(), lr=LR, betas=BETAS)]
+            for side, m in mods.items()}
     data = batches(values, N_BATCHES, seed + 1)
     return alternate_steps(values, mods, opts, data, steps=steps, warmup=warmup,
                            forward_iters=forward_iters)

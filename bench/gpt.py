@@ -2,20 +2,21 @@
 in nanoGPT's structure (`bench/nanogpt.py`).
 
 Config: `make train`'s (examples/gpt/config.json: nanoGPT's CPU recipe for Shakespeare-char,
-vocab 75 here, block 64, 4 layers, 4 heads of 32 = width 128, dropout 0, batch 12, t = block). The plain model gets copies of the Tyr
-module's weights (`load_from_tyr`), so both do the same arithmetic: losses are compared step
-by step and the parameters at the end, as evidence. A training step is forward + `zero_grad`
-+ backward + AdamW step with nanoGPT's optimizer set-up (lr 1e-3, betas (0.9, 0.99), weight
-decay 0.1 on rank >= 2). The Tyr side steps with the optimizer `tyr train` builds
-(`pytyr.train.optim.make_optimizers`: `FusedAdamW`, torch's fused kernel with a lean step);
-the plain side twice: with torch's default AdamW (what nanoGPT does on CPU) and with
-`AdamW(fused=True)` (the best a plain user can do). A fourth side is Tyr with torch's own
-`AdamW(fused=True)`: what the lean step adds, measured on its own; a fifth is Tyr lowered
-with kernels off: what the C kernels (GELU, causal attention: pytyr/kernels/*_cpu.py) add,
-on their own. All sides see the same
-batches of Shakespeare, made as `tyr train` makes them (the `char_lm` task's `training_batch`). Steps ALTERNATE between the sides, the order rotated every
-round, after a warm-up, so drift in machine speed hits all; each step is timed by the wall
-clock and by the thread's CPU time (which other processes on the machine do not inflate).
+vocab 75 here, block 64, 4 layers, 4 heads of 32 = width 128, dropout 0, batch 12, t = block).
+The plain model gets copies of the Tyr module's weights (`load_from_tyr`), so both do the same
+arithmetic: losses are compared step by step and the parameters at the end, as evidence. A
+training step is forward + `zero_grad` + backward + AdamW step with nanoGPT's optimizer set-up
+(lr 1e-3, betas (0.9, 0.99), weight decay 0.1 on rank >= 2). The Tyr side steps with the
+optimizer `tyr train` builds (`pytyr.train.optim.make_optimizers`: `FusedAdamW`, torch's fused
+kernel with a lean step); the plain side twice: with torch's default AdamW (what nanoGPT does
+on CPU) and with `AdamW(fused=True)` (the best a plain user can do). A fourth side is Tyr with
+torch's own `AdamW(fused=True)`: what the lean step adds, measured on its own; a fifth is Tyr
+lowered with kernels off: what the C kernels (GELU, causal attention: pytyr/kernels/*_cpu.py)
+add, on their own. All sides see the same batches of Shakespeare, made as `tyr train` makes
+them (the `char_lm` task's `training_batch`). Steps ALTERNATE between the sides, the order
+rotated every round, after a warm-up, so drift in machine speed hits all; each step is timed by
+the wall clock and by the thread's CPU time (which other processes on the machine do not
+inflate).
 
 Reported: median ms per step each, `plain/tyr` as the median of the per-round ratios against
 default AdamW (goal >= 1.10) and against fused AdamW (goal >= 1.0), the lean step's share, the
@@ -41,11 +42,13 @@ from bench import (
     ROOT,
     Row,
     config_values,
+    forward_breakdown,
     judge,
+    max_param_diff,
     pair_result,
     pair_rows,
-    summarize,
     task_batches,
+    train_step,
 )
 from bench.nanogpt import GPT, GPTConfig, load_from_tyr, tyr_to_plain_key
 from bench.standalone import standalone
@@ -104,24 +107,11 @@ def _optimizer(module: nn.Module, side: str) -> torch.optim.Optimizer:
                              fused=side != "plain")
 
 
-def _step(fwd: Any, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    loss = fwd(x, y)[1]
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    opt.step()
-    return loss
-
-
 def _timed(fn: Any, *args: Any) -> tuple[float, float, Any]:
     """(wall seconds, this thread's CPU seconds, result) of one call."""
     w0, c0 = time.perf_counter(), time.thread_time()
     out = fn(*args)
     return time.perf_counter() - w0, time.thread_time() - c0, out
-
-
-def _max_param_diff(tyr: nn.Module, plain: GPT) -> float:
-    psd = plain.state_dict()
-    return max(float((v - psd[tyr_to_plain_key(k)]).abs().max()) for k, v in tyr.state_dict().items())
 
 
 def step_flops(tyr: nn.Module, values: dict[str, Any], batch: tuple[torch.Tensor, ...]) -> int:
@@ -158,7 +148,7 @@ def bench_pair(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0
     for side in sides[2:]:
         t2, p2 = build_pair(values, seed, kernels="off" if side == "tyr_no_kernels" else None)
         mods[side] = t2 if side.startswith("tyr") else p2
-    opts = {side: _optimizer(m, side) for side, m in mods.items()}
+    opts = {side: [_optimizer(m, side)] for side, m in mods.items()}
     fwds: dict[str, Any] = dict(mods)
     if compile:
         fwds = {side: torch.compile(m) for side, m in mods.items()}
@@ -178,7 +168,7 @@ def bench_pair(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0
             if side == "matmul":
                 dw, dc, _ = _timed(torch.mm, a, b)
             else:
-                dw, dc, loss = _timed(_step, fwds[side], opts[side], x, y)
+                dw, dc, loss = _timed(train_step, fwds[side], opts[side], (x, y))
                 losses[side] = float(loss.detach())
             if i >= warmup:
                 wall[side].append(dw)
@@ -189,11 +179,9 @@ def bench_pair(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0
     n = sum(q.numel() for q in tyr.parameters())
 
     def pair(other: str) -> dict[str, Any]:
-        if other.startswith("tyr"):  # two Tyr modules: the same keys
-            theirs = mods[other].state_dict()
-            pdiff = max(float((v - theirs[k]).abs().max()) for k, v in tyr.state_dict().items())
-        else:
-            pdiff = _max_param_diff(tyr, mods[other])
+        # two Tyr modules have the same keys
+        pdiff = max_param_diff(tyr, mods[other],
+                               None if other.startswith("tyr") else tyr_to_plain_key)
         r = pair_result(values, n, steps, warmup, {"tyr": wall["tyr"], "plain": wall[other]},
                         loss_diff[other], pdiff)
         r["cpu"] = pair_result(values, n, steps, warmup, {"tyr": cpu["tyr"], "plain": cpu[other]},
@@ -207,7 +195,7 @@ def bench_pair(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0
         result["cpu_kernels"] = pair("tyr_no_kernels")
     result["fraction"] = _fraction(flops, wall, cpu)
     if breakdown_iters > 0:
-        result["breakdown"] = _breakdown(fwds, tyr, data[0], breakdown_iters)
+        result["breakdown"] = forward_breakdown(fwds, tyr, data[0], breakdown_iters)
     return result
 
 
@@ -221,23 +209,6 @@ def _fraction(flops: int, wall: dict[str, list[float]], cpu: dict[str, list[floa
         mm_rate = mm / statistics.median(t["matmul"]) / 1e9
         out[clock] = {"step_gflops": step_rate, "matmul_gflops": mm_rate,
                       "fraction": step_rate / mm_rate}
-    return out
-
-
-def _breakdown(fwds: dict[str, Any], tyr: nn.Module, batch: tuple[torch.Tensor, torch.Tensor],
-               iters: int) -> dict[str, Any]:
-    """Forward alone (recording autograd, as in training; alternating) and the input check."""
-    fwd: dict[str, list[float]] = {"tyr": [], "plain": []}
-    for i in range(iters):
-        order = ("tyr", "plain") if i % 2 == 0 else ("plain", "tyr")
-        for side in order:
-            fwd[side].append(_timed(fwds[side], *batch)[0])
-    out: dict[str, Any] = {"forward_tyr_ms": summarize(fwd["tyr"])["median_ms"],
-                           "forward_plain_ms": summarize(fwd["plain"])["median_ms"]}
-    check = getattr(tyr, "_check_inputs", None)
-    if check is not None:
-        out["check_inputs_us"] = summarize(
-            [_timed(check, batch)[0] for _ in range(iters)])["median_ms"] * 1e3
     return out
 
 

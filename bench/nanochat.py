@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from bench import ROOT, Row, pair_result, pair_rows, summarize
+from bench import ROOT, Row, alternate_steps, pair_rows, summarize
 from bench.plain_nanochat import Config, NanoChat
 from bench.standalone import standalone
 
@@ -68,17 +68,6 @@ def _optimizers(module: torch.nn.Module, train: dict[str, Any]) -> list[torch.op
                            torch.device("cpu"))
 
 
-def _step(model: Any, opts: list[torch.optim.Optimizer], x: torch.Tensor, y: torch.Tensor
-          ) -> float:
-    loss = model(x, y)[1]
-    for o in opts:
-        o.zero_grad(set_to_none=True)
-    loss.backward()
-    for o in opts:
-        o.step()
-    return float(loss.detach())
-
-
 def bench_train(*, steps: int, warmup: int, b: int = 8) -> dict[str, Any]:
     cfg = recipe()
     c, t = cfg["model"]["c"], cfg["task"]["seq"]
@@ -86,21 +75,8 @@ def bench_train(*, steps: int, warmup: int, b: int = 8) -> dict[str, Any]:
     mods = {"tyr": tyr, "plain": plain}
     opts = {side: _optimizers(m, cfg["train"]) for side, m in mods.items()}
     data = batches(c, b, t, N_BATCHES, 1)
-    times: dict[str, list[float]] = {"tyr": [], "plain": []}
-    diff = 0.0
-    for i in range(warmup + steps):
-        x, y = data[i % N_BATCHES]
-        losses = {}
-        for side in (("tyr", "plain") if i % 2 == 0 else ("plain", "tyr")):
-            t0 = time.perf_counter()
-            losses[side] = _step(mods[side], opts[side], x, y)
-            if i >= warmup:
-                times[side].append(time.perf_counter() - t0)
-        diff = max(diff, abs(losses["tyr"] - losses["plain"]))
-    psd = plain.state_dict()
-    pdiff = max(float((v - psd[k]).abs().max()) for k, v in tyr.state_dict().items())
-    n = sum(p.numel() for p in tyr.parameters())
-    return pair_result({"c": c, "b": b, "t": t}, n, steps, warmup, times, diff, pdiff)
+    return alternate_steps({"c": c, "b": b, "t": t}, mods, opts, data, steps=steps,
+                           warmup=warmup)
 
 
 def bench_decode(*, max_new: int, rounds: int = 2) -> dict[str, Any]:

@@ -140,13 +140,9 @@ def _plain_adamw(module: Any, side: str, cfg: dict[str, Any]) -> Any:
 
 def step(module: Any, opts: list[Any], batch: tuple) -> float:
     """forward, zero_grad, backward, every optimizer's step: the loss."""
-    loss = module(*batch)[-1]
-    for o in opts:
-        o.zero_grad(set_to_none=True)
-    loss.backward()
-    for o in opts:
-        o.step()
-    return float(loss.detach())
+    from bench import train_step
+
+    return float(train_step(module, opts, batch).detach())
 
 
 def activation_bytes(module: Any, batch: tuple) -> int:
