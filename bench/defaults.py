@@ -7,7 +7,7 @@ on both sides, as on a loaded machine). Each side of each setting runs in a proc
 (`bench/side.py`); the processes take turns step by step, in a random order every round, so a
 change of load hits all alike, and a time ratio is the median over rounds of plain/tyr. Peak
 RSS (`VmHWM`) and activation memory are tyr/plain, each side's median over its processes.
-The load is read every round.
+The load is read every round. Each side's batches are `bench.side.build`'s.
 
 Goals (issue 25): the GPT step >= 1.10x plain nanoGPT (default AdamW) at both settings and
 >= 1.0x plain with `AdamW(fused=True)`; the other examples >= 0.97x their plain sides; peak

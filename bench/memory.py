@@ -1,7 +1,8 @@
 """Activation checkpointing per block (`train.checkpoint_blocks`) where it pays: a GPT whose
 activations outweigh its weights (`bench.side.GPT_LARGE`: 8 layers of width 256, b 8 × t 256),
 Tyr with and without checkpointing and plain PyTorch, each in its own process at one thread,
-taking turns step by step (`bench.side.take_turns`).
+taking turns step by step (`bench.side.take_turns`), on `bench.side.build`'s batches (the
+`char_lm` task's `training_batch`).
 
 Reported: each side's step time and peak RSS (`VmHWM`: weights, AdamW's state, activations,
 the allocator's slack, torch itself), the peak RSS saved by checkpointing and what it costs

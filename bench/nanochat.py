@@ -8,7 +8,9 @@ model gets copies of the Tyr module's weights and both sides step with the optim
 `tyr train` builds from that config's `train` table (Muon for the hidden matrices, AdamW for
 the embedding and the head): forward, backward, both optimizers. Steps ALTERNATE between the
 sides (order swapped every round) after a warm-up; the losses and final parameters are
-compared as evidence of the same math. Goal: plain/tyr >= 0.97.
+compared as evidence of the same math. Both sides see the same random token batches
+(`batches`: the `bpb_lm` task that `tyr train` feeds reads shards not in a checkout). Goal:
+plain/tyr >= 0.97.
 
 Decoding: `max_new` tokens after a short prompt at temperature 0, uncached (the
 `nanochatJanLogits` graph of each context length, the whole context every token) and cached

@@ -2,16 +2,19 @@
 `python -m bench.side EXAMPLE SIDE [--steps N | --serve]` (EXAMPLE `gpt_large`: a GPT whose
 activations outweigh its weights, for `bench/memory.py`).
 
-`take_turns` (the parent's side, for `bench/defaults.py`, `memory.py` and `threads.py`)
-starts one such process per job and alternates them step by step (`--serve`, through `Child`:
-a `step` line on stdin runs one step, `end` reports): torch's thread count
-and OpenMP's wait policy are fixed when torch loads, and a process's peak RSS (`VmHWM`)
-cannot be reset, so two sides in one process would share all three. SIDE is `tyr` (what
-`tyr train` runs: the module lowered from the Lean model, the
-optimizers built from the example's config, the engine's thread policy
-`pytyr.train.threads`; `tyr_checkpoint` with `train.checkpoint_blocks` too), `plain` (the hand-written PyTorch model as a plain script runs it:
-torch's threads and torch's default AdamW) or `plain_fused` (with `AdamW(fused=True)`). The
-setting is the environment the parent gives (`child_env`).
+`take_turns` (the parent's side, for `bench/defaults.py`, `memory.py` and `threads.py`) starts
+one such process per job and alternates them step by step (`--serve`, through `Child`: a `step`
+line on stdin runs one step, `end` reports): torch's thread count and OpenMP's wait policy are
+fixed when torch loads, and a process's peak RSS (`VmHWM`) cannot be reset, so two sides in one
+process would share all three. SIDE is `tyr` (what `tyr train` runs: the module lowered from
+the Lean model, the optimizers built from the example's config, the engine's thread policy
+`pytyr.train.threads`; `tyr_checkpoint` with `train.checkpoint_blocks` too), `plain` (the
+hand-written PyTorch model as a plain script runs it: torch's threads and torch's default
+AdamW) or `plain_fused` (with `AdamW(fused=True)`). The setting is the environment the parent
+gives (`child_env`).
+
+Batches: the example's bench module's `batches` (the task's `training_batch`, as `tyr train`
+makes them; nanochat's random tokens, see `bench.nanochat.batches`), the same on every side.
 
 A process reports the wall and process CPU time of each step, the threads used and why, its
 peak RSS, its RSS before the model was built, and the activation memory of one step: the
@@ -56,7 +59,6 @@ def _config(example: str) -> dict[str, Any]:
 
 def build(example: str, side: str, n_batches: int = 8) -> tuple[Any, list[Any], list[tuple]]:
     """(module, optimizers, batches) of one side of `example` at its recipe's sizes."""
-
     cfg = _config(example)
     tyr = side.startswith("tyr")
     checkpoint = side == "tyr_checkpoint"
@@ -71,26 +73,19 @@ def build(example: str, side: str, n_batches: int = 8) -> tuple[Any, list[Any], 
             module = GPT(GPTConfig.from_tyr(values["c"]))
         opts = [gpt._optimizer(module, side)] if not tyr else _tyr_optimizers(module, cfg)
         return module, opts, data
-    if example == "diffusion":
-        from bench import diffusion
-        values = diffusion.recipe_values()
-        data = diffusion.batches(values, n_batches, 1)
-        if tyr:
-            module = _tyr_module(diffusion.LEAN_FILE, "diffusion", values, checkpoint)
-        else:
-            from bench.diffusion_plain import Diffusion, DiffusionConfig
-            module = Diffusion(DiffusionConfig.from_tyr(values["c"]))
-        return module, _tyr_optimizers(module, cfg) if tyr else [_plain_adamw(
-            module, side, cfg)], data
-    if example == "flux":
-        from bench import flux
-        values = flux.flux_values()
-        data = flux.batches(values, n_batches, 1)
-        if tyr:
-            module = _tyr_module(flux.FLUX_FILE, "flux", values, checkpoint)
-        else:
-            from bench.flux_plain import Flux, FluxConfig
-            module = Flux(FluxConfig.from_tyr(values["c"]))
+    if example in ("diffusion", "flux"):
+        from bench import diffusion, flux
+        from bench.diffusion_plain import Diffusion, DiffusionConfig
+        from bench.flux_plain import Flux, FluxConfig
+        # the bench module (its batches), the Lean file, the recipe's values, the plain model
+        bench, lean, values, plain = {
+            "diffusion": (diffusion, diffusion.LEAN_FILE, diffusion.recipe_values,
+                          lambda c: Diffusion(DiffusionConfig.from_tyr(c))),
+            "flux": (flux, flux.FLUX_FILE, flux.flux_values,
+                     lambda c: Flux(FluxConfig.from_tyr(c)))}[example]
+        v = values()
+        data = bench.batches(v, n_batches, 1)
+        module = _tyr_module(lean, example, v, checkpoint) if tyr else plain(v["c"])
         return module, _tyr_optimizers(module, cfg) if tyr else [_plain_adamw(
             module, side, cfg)], data
     if example == "nanochat":

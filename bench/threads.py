@@ -1,13 +1,13 @@
 """The engine's thread policy and OpenMP's wait policy, measured on the main job's step.
 
 `make train` on a CPU times its own step at one thread and at every usable core and keeps the
-faster (`pytyr/train/threads.py`). This benchmark runs the Tyr GPT step of `make train` in
-four processes that take turns step by step (`bench.side.take_turns`): one thread; every core
-with OpenMP's default wait policy (idle threads spin for a while after each op); every core
-with `OMP_WAIT_POLICY=PASSIVE` (idle threads sleep at once); and `make train`'s own choice.
-Reported: each median step, every core over one thread under each policy (what PASSIVE costs
-or saves), and whether the policy's choice was within 10% of the faster count (goal: it was).
-"""
+faster (`pytyr/train/threads.py`). This benchmark runs the Tyr GPT step of `make train` in four
+processes that take turns step by step (`bench.side.take_turns`, on `bench.side.build`'s
+batches): one thread; every core with OpenMP's default wait policy (idle threads spin for a
+while after each op); every core with `OMP_WAIT_POLICY=PASSIVE` (idle threads sleep at once);
+and `make train`'s own choice. Reported: each median step, every core over one thread under
+each policy (what PASSIVE costs or saves), and whether the policy's choice was within 10% of
+the faster count (goal: it was)."""
 from __future__ import annotations
 
 import os
