@@ -53,6 +53,9 @@ def status_kb(field: str) -> int | None:
 def _config(example: str) -> dict[str, Any]:
     from bench import ROOT
 
+    if example == "nanochat":  # January's layout, as bench/plain_nanochat.py writes it
+        from bench.nanochat import recipe
+        return recipe()
     folder = "gpt" if example == "gpt_large" else example
     return json.loads((ROOT / "examples" / folder / "config.json").read_text(encoding="utf-8"))
 
@@ -93,7 +96,7 @@ def build(example: str, side: str, n_batches: int = 8) -> tuple[Any, list[Any], 
         c, t, b = cfg["model"]["c"], cfg["task"]["seq"], cfg["train"]["micro_batch"]
         data = nanochat.batches(c, b, t, n_batches, 1)
         if tyr:
-            module = _tyr_module(nanochat.LEAN, "nanochat", {"c": c, "b": b, "t": t},
+            module = _tyr_module(nanochat.LEAN, "nanochatJan", {"c": c, "b": b, "t": t},
                                  checkpoint)
         else:
             from bench.plain_nanochat import Config, NanoChat
