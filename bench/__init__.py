@@ -7,6 +7,7 @@ helpers here are the shared timing statistics, rows and verdicts.
 """
 from __future__ import annotations
 
+import json
 import os
 import statistics
 from collections.abc import Sequence
@@ -107,6 +108,33 @@ def summarize(samples_s: Sequence[float]) -> dict[str, float]:
     }
 
 
+def config_values(config: Path, **over: Any) -> dict[str, Any]:
+    """A model's values for an example's config (`c`: its `model.c` table; `b` and, where the
+    task has a `seq`, `t`: as `tyr train` fills them from train.batch and task.seq); `over`
+    replaces `c` fields or b/t."""
+    cfg = json.loads(config.read_text(encoding="utf-8"))
+    v: dict[str, Any] = {"c": dict(cfg["model"]["c"]), "b": cfg["train"]["batch"]}
+    if "seq" in cfg["task"]:
+        v["t"] = cfg["task"]["seq"]
+    for k, x in over.items():
+        (v if k in ("b", "t") else v["c"])[k] = x
+    return v
+
+
+def task_batches(table: dict[str, Any], micro_batch: int, n: int, seed: int
+                 ) -> list[tuple[Any, ...]]:
+    """`n` training batches as `tyr train` makes them: `training_batch(k)`, k < n, of the task
+    of `table` (a config's `task` table) at `micro_batch` rows and run seed `seed`, each as the
+    task's feeds in their order (the model's arguments)."""
+    from pytyr.train.task import TaskContext
+    from pytyr.train.tasks import make_task
+
+    task = make_task(table, TaskContext(micro_batch, seed), "bench")
+    task.prepare()
+    names = list(task.feeds())
+    return [tuple(task.training_batch(k)[name] for name in names) for k in range(n)]
+
+
 def timed(fn: Any, *args: Any) -> tuple[float, Any]:
     """(seconds, result) of `fn(*args)`."""
     import time
@@ -116,21 +144,50 @@ def timed(fn: Any, *args: Any) -> tuple[float, Any]:
     return time.perf_counter() - t0, out
 
 
-def train_step(fwd: Any, opt: Any, batch: Sequence[Any]) -> Any:
-    """One training step of a module returning (..., loss) on `batch`: the loss."""
-    loss = fwd(*batch)[1]
-    opt.zero_grad(set_to_none=True)
+def train_step(fwd: Any, opts: Sequence[Any], batch: Sequence[Any]) -> Any:
+    """One training step of a module returning (..., loss) on `batch`, stepping every
+    optimizer of `opts` (Muon and AdamW, say): the loss."""
+    loss = fwd(*batch)[-1]
+    for o in opts:
+        o.zero_grad(set_to_none=True)
     loss.backward()
-    opt.step()
+    for o in opts:
+        o.step()
     return loss
 
 
-def alternate_steps(values: Any, mods: dict[str, Any], opts: dict[str, Any],
+def max_param_diff(tyr: Any, other: Any, key: Any = None) -> float:
+    """The largest |difference| between `tyr`'s parameters and `other`'s, `key` mapping a Tyr
+    state-dict key to `other`'s (default: the same keys)."""
+    theirs = other.state_dict()
+    return max(float((v - theirs[key(k) if key else k]).abs().max())
+               for k, v in tyr.state_dict().items())
+
+
+def forward_breakdown(fwds: dict[str, Any], tyr: Any, batch: Sequence[Any], iters: int
+                      ) -> dict[str, Any]:
+    """The forward alone of the `tyr` and `plain` sides of `fwds` (recording autograd, as in
+    training; alternating), and the Tyr module's input check by itself where it has one."""
+    fwd: dict[str, list[float]] = {"tyr": [], "plain": []}
+    for i in range(iters):
+        for side in (("tyr", "plain") if i % 2 == 0 else ("plain", "tyr")):
+            fwd[side].append(timed(fwds[side], *batch)[0])
+    out: dict[str, Any] = {"forward_tyr_ms": summarize(fwd["tyr"])["median_ms"],
+                           "forward_plain_ms": summarize(fwd["plain"])["median_ms"]}
+    check = getattr(tyr, "_check_inputs", None)
+    if check is not None:
+        out["check_inputs_us"] = summarize(
+            [timed(check, tuple(batch))[0] for _ in range(iters)])["median_ms"] * 1e3
+    return out
+
+
+def alternate_steps(values: Any, mods: dict[str, Any], opts: dict[str, Sequence[Any]],
                     data: Sequence[Sequence[Any]], *, steps: int, warmup: int,
-                    forward_iters: int = 0) -> dict[str, Any]:
-    """Training steps of the `tyr` and `plain` sides (same state-dict keys) alternating, the
-    order flipped every round, after `warmup` rounds: the `pair_result` record, with the
-    forward alone under `breakdown` when `forward_iters` > 0."""
+                    forward_iters: int = 0, plain_key: Any = None) -> dict[str, Any]:
+    """Training steps of the `tyr` and `plain` sides (each with its optimizers) alternating,
+    the order flipped every round, after `warmup` rounds: the `pair_result` record (the
+    parameters compared through `plain_key`, see `max_param_diff`), with the forward alone
+    under `breakdown` when `forward_iters` > 0."""
     import gc
 
     times: dict[str, list[float]] = {"tyr": [], "plain": []}
@@ -144,15 +201,9 @@ def alternate_steps(values: Any, mods: dict[str, Any], opts: dict[str, Any],
             if i >= warmup:
                 times[side].append(dt)
         max_loss_diff = max(max_loss_diff, abs(losses["tyr"] - losses["plain"]))
-    tyr, psd = mods["tyr"], mods["plain"].state_dict()
-    max_param_diff = max(float((v - psd[k]).abs().max()) for k, v in tyr.state_dict().items())
+    tyr = mods["tyr"]
     result = pair_result(values, sum(q.numel() for q in tyr.parameters()), steps, warmup,
-                         times, max_loss_diff, max_param_diff)
+                         times, max_loss_diff, max_param_diff(tyr, mods["plain"], plain_key))
     if forward_iters > 0:
-        fwd: dict[str, list[float]] = {"tyr": [], "plain": []}
-        for i in range(forward_iters):
-            for side in (("tyr", "plain") if i % 2 == 0 else ("plain", "tyr")):
-                fwd[side].append(timed(mods[side], *data[0])[0])
-        result["breakdown"] = {"forward_tyr_ms": summarize(fwd["tyr"])["median_ms"],
-                               "forward_plain_ms": summarize(fwd["plain"])["median_ms"]}
+        result["breakdown"] = forward_breakdown(mods, tyr, data[0], forward_iters)
     return result

@@ -14,8 +14,6 @@ result says why. Standalone: `python -m bench.cpu_kernels [--quick]`.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import sys
 import time
@@ -26,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from bench import Row, judge, summarize
+from bench.standalone import standalone
 
 GOAL = 1.0
 
@@ -107,15 +106,8 @@ def rows(result: dict[str, Any]) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.cpu_kernels",
-                                description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
-    r = run(quick=p.parse_args(argv).quick)
-    for row in rows(r):
-        print("  ".join(x for x in vars(row).values() if x))
-    json.dump(r, sys.stdout, indent=1)
-    print()
-    return 0
+    """`python -m bench.cpu_kernels [--quick]`: this benchmark alone, rows then JSON."""
+    return standalone(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

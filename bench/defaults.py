@@ -7,7 +7,7 @@ on both sides, as on a loaded machine). Each side of each setting runs in a proc
 (`bench/side.py`); the processes take turns step by step, in a random order every round, so a
 change of load hits all alike, and a time ratio is the median over rounds of plain/tyr. Peak
 RSS (`VmHWM`) and activation memory are tyr/plain, each side's median over its processes.
-The load is read every round.
+The load is read every round. Each side's batches are `bench.side.build`'s.
 
 Goals (issue 25): the GPT step >= 1.10x plain nanoGPT (default AdamW) at both settings and
 >= 1.0x plain with `AdamW(fused=True)`; the other examples >= 0.97x their plain sides; peak
@@ -15,16 +15,13 @@ RSS and activation memory <= 1.05x plain at the same batch.
 """
 from __future__ import annotations
 
-import json
 import os
-import random
 import statistics
-import subprocess
 import sys
-import time
 from typing import Any
 
-from bench import ROOT, Row, judge, load_average
+from bench import Row, judge
+from bench.standalone import standalone
 
 GOAL_GPT, GOAL_FUSED, GOAL_OTHER, GOAL_MEMORY = 1.10, 1.0, 0.97, 1.05
 # example -> its sides (the plain ones compared with tyr) and (steps, warmup) per process
@@ -35,88 +32,22 @@ PLAN: dict[str, tuple[tuple[str, ...], tuple[int, int]]] = {
     "nanochat": (("tyr", "plain"), (10, 3)),
 }
 SETTINGS = ("defaults", "one")
-# a pause before each step: OpenMP's threads of the previous process spin for a few ms after
-# its step (the default wait policy), which would slow the next process's step
-SETTLE_S = 0.02
-
-
-class Child:
-    """A `bench.side --serve` process of one side at one setting (stderr to a file, so that a
-    chatty child never blocks on a full pipe)."""
-
-    def __init__(self, example: str, side: str, setting: str, env: dict[str, str] | None = None):
-        import tempfile
-
-        from bench.side import child_env
-
-        self.what = f"bench.side {example} {side} ({setting})"
-        self.err = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.side", example, side, "--serve"], cwd=ROOT,
-            env=env if env is not None else child_env(side, setting), stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=self.err, text=True, bufsize=1)
-        self.ready = self.ask(None)
-
-    def ask(self, command: str | None) -> dict[str, Any]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        if command is not None:
-            self.proc.stdin.write(command + "\n")
-            self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            self.err.seek(0)
-            tail = (self.err.read().strip().splitlines() or ["no message"])[-1]
-            raise RuntimeError(f"{self.what} ended: {tail}")
-        return json.loads(line)
-
-    def close(self) -> None:
-        """End the process (closing its stdin ends a serving child) and every pipe."""
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            if pipe is not None:
-                try:
-                    pipe.close()
-                except OSError:  # a child that died before reading its last line
-                    pass
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.err.close()
 
 
 def bench_example(example: str, quick: bool, steps: int | None = None) -> dict[str, Any]:
-    """Every side at every setting in its own process, started one after the other (a
-    starting process does not disturb another's thread choice), then stepped in turn, in a
-    new random order every round (no side always follows the same one), the load read every
-    round."""
+    """Every side at every setting in a process of its own, taking turns step by step
+    (`bench.side.take_turns`)."""
+    from bench.side import child_env, take_turns
+
     sides, (n, warmup) = PLAN[example]
     if steps is not None:
         n = steps
     elif quick:
         n, warmup = max(4, n // 4), 2
-    jobs = [(setting, side) for setting in SETTINGS for side in sides]
-    children: dict[tuple[str, str], Child] = {}
-    times: dict[str, list[dict[str, float]]] = {f"{a}/{b}": [] for a, b in jobs}
-    loads = []
-    try:
-        for setting, side in jobs:
-            children[setting, side] = Child(example, side, setting)
-        order = random.Random(0)
-        for i in range(warmup + n):
-            for job in order.sample(jobs, len(jobs)):
-                time.sleep(SETTLE_S)
-                got = children[job].ask("step")
-                if i >= warmup:
-                    times["/".join(job)].append(got)
-            loads.append(load_average())
-        records = {"/".join(job): {**children[job].ask("end"), "ready": children[job].ready}
-                   for job in jobs}
-    finally:
-        for child in children.values():
-            child.close()
-    return {"sides": sides, "steps": n, "warmup": warmup, "times": times,
-            "records": records, "load": [x for x in loads if x is not None]}
+    jobs = {f"{setting}/{side}": (example, side, child_env(side, setting))
+            for setting in SETTINGS for side in sides}
+    return {"sides": sides, "steps": n, "warmup": warmup,
+            **take_turns(jobs, steps=n, warmup=warmup)}
 
 
 def summary(res: dict[str, Any], job: str) -> dict[str, Any]:
@@ -196,23 +127,18 @@ def rows(result: dict[str, Any]) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m bench.defaults [--quick] [--rounds N] [EXAMPLE...]`: rows and JSON."""
-    import argparse
+    """`python -m bench.defaults [--quick] [--steps N] [EXAMPLE...]`: rows then JSON."""
+    def options(p: Any) -> None:
+        p.add_argument("examples", nargs="*", metavar="EXAMPLE", help=", ".join(PLAN))
+        p.add_argument("--steps", type=int, help="timed steps per side")
 
-    p = argparse.ArgumentParser(prog="python -m bench.defaults", description=__doc__.split("\n")[0])
-    p.add_argument("examples", nargs="*", metavar="EXAMPLE", help=", ".join(PLAN))
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--steps", type=int, help="timed steps per side")
-    args = p.parse_args(argv)
-    unknown = sorted(set(args.examples) - set(PLAN))
-    if unknown:
-        p.error(f"unknown example(s) {', '.join(unknown)}; choose from {', '.join(PLAN)}")
-    r = run(quick=args.quick, steps=args.steps, only=tuple(args.examples or PLAN))
-    for row in rows(r):
-        print("  ".join(x for x in vars(row).values() if x))
-    json.dump(r, sys.stdout, indent=1)
-    print()
-    return 0
+    def kwargs(args: Any, p: Any) -> dict[str, Any]:
+        unknown = sorted(set(args.examples) - set(PLAN))
+        if unknown:
+            p.error(f"unknown example(s) {', '.join(unknown)}; choose from {', '.join(PLAN)}")
+        return {"quick": args.quick, "steps": args.steps, "only": tuple(args.examples or PLAN)}
+
+    return standalone(sys.modules[__name__], argv, options=options, kwargs=kwargs)
 
 
 if __name__ == "__main__":

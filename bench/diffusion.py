@@ -16,16 +16,15 @@ ratios, the forward alone, and the same-math check.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from typing import Any
 
 import torch
 from torch import nn
 
-from bench import ROOT, Row, alternate_steps, pair_rows
+from bench import ROOT, Row, alternate_steps, config_values, pair_rows, task_batches
 from bench.diffusion_plain import Diffusion, DiffusionConfig
+from bench.standalone import standalone
 
 GOAL_RATIO = 0.97
 LEAN_FILE = ROOT / "examples" / "diffusion" / "Diffusion.lean"
@@ -35,14 +34,8 @@ N_BATCHES = 8  # distinct batches, cycled
 
 
 def recipe_values(**over: Any) -> dict[str, Any]:
-    """The model's values for config.json's recipe (`b`, `t` as `tyr train` fills them from
-    train.batch and task.seq); `over` replaces `c` fields or b/t."""
-    cfg = json.loads(CONFIG.read_text(encoding="utf-8"))
-    v: dict[str, Any] = {"c": dict(cfg["model"]["c"]), "b": cfg["train"]["batch"],
-                         "t": cfg["task"]["seq"]}
-    for k, x in over.items():
-        (v if k in ("b", "t") else v["c"])[k] = x
-    return v
+    """The model's values for config.json's recipe; `over` replaces `c` fields or b/t."""
+    return config_values(CONFIG, **over)
 
 
 def build_pair(values: dict[str, Any], seed: int = 0) -> tuple[nn.Module, Diffusion]:
@@ -59,14 +52,7 @@ def build_pair(values: dict[str, Any], seed: int = 0) -> tuple[nn.Module, Diffus
 def batches(values: dict[str, Any], n: int, seed: int) -> list[tuple[torch.Tensor, ...]]:
     """`n` MDLM batches (ids, targets, weights) of the Shakespeare corpus, made as `tyr train`
     makes them: the `mdlm` task's `training_batch(k)`."""
-    from pytyr.train.task import TaskContext
-    from pytyr.train.tasks import make_task
-
-    table = {"name": "mdlm", "seq": values["t"]}
-    task = make_task(table, TaskContext(values["b"], seed), "bench")
-    task.prepare()
-    return [tuple(task.training_batch(k)[name] for name in ("ids", "targets", "weights"))
-            for k in range(n)]
+    return task_batches({"name": "mdlm", "seq": values["t"]}, values["b"], n, seed)
 
 
 def _optimizer(module: nn.Module) -> torch.optim.Optimizer:
@@ -80,7 +66,7 @@ def bench_pair(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0
     """Alternating training steps of both sides on the same batches."""
     tyr, plain = build_pair(values, seed)
     mods = {"tyr": tyr, "plain": plain}
-    opts = {side: _optimizer(m) for side, m in mods.items()}
+    opts = {side: [_optimizer(m)] for side, m in mods.items()}
     data = batches(values, N_BATCHES, seed + 1)
     return alternate_steps(values, mods, opts, data, steps=steps, warmup=warmup,
                            forward_iters=breakdown_iters)
@@ -113,16 +99,8 @@ def rows(result: dict[str, Any]) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m bench.diffusion [--quick]`: this benchmark alone, results as JSON on stdout."""
-    p = argparse.ArgumentParser(prog="python -m bench.diffusion",
-                                description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
-    r = run(quick=p.parse_args(argv).quick)
-    for row in rows(r):
-        print("  ".join(x for x in vars(row).values() if x))
-    json.dump(r, sys.stdout, indent=1)
-    print()
-    return 0
+    """`python -m bench.diffusion [--quick]`: this benchmark alone, rows then JSON."""
+    return standalone(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

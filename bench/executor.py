@@ -1,7 +1,9 @@
 """The MLP of `examples/mlp/MLP.lean` through Tyr's executor vs the same MLP in plain PyTorch.
 
-Both sides train the same network on the same batch in the same process: the Tyr side is
-`module_from_graph(graph_from_lean(MLP.lean, "mlp", values))`; the plain side is three
+Both sides train the same network on the same batches in the same process (8 batches of the
+example's `classification` task on spirals, made by its `training_batch` as `tyr train` makes
+them): the Tyr side is `module_from_graph(graph_from_lean(MLP.lean, "mlp", values))`; the
+plain side is three
 `nn.Linear` layers with ReLU and `F.cross_entropy`, its weights copied from the Tyr module
 so that the arithmetic is identical (the losses are compared step by step and the parameters
 at the end, as evidence). A training step is forward + `zero_grad` + backward + AdamW step,
@@ -16,19 +18,19 @@ per-pair ratios, and a breakdown of the forward alone and of `TyrModule._check_i
 from __future__ import annotations
 
 import copy
-import gc
-import time
+import json
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench import Row, pair_result, pair_rows, summarize
-from bench.checker import MLP_FILE, mlp_values
+from bench import Row, alternate_steps, pair_rows, task_batches
+from bench.checker import MLP_CONFIG, MLP_FILE, mlp_values
 
 GOAL_RATIO = 0.97
 LR = 1e-3
+N_BATCHES = 8  # distinct batches, cycled
 
 
 class PlainMLP(nn.Module):
@@ -77,75 +79,21 @@ def _optimizer(module: nn.Module) -> torch.optim.Optimizer:
     return torch.optim.AdamW(param_groups(module, 0.0), lr=LR)
 
 
-def _step(module: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    loss = module(x, y)[1]
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    opt.step()
-    return loss
-
-
-def _timed(fn: Any, *args: Any) -> tuple[float, Any]:
-    t0 = time.perf_counter()
-    out = fn(*args)
-    return time.perf_counter() - t0, out
+def _plain_key(key: str) -> str:
+    """The plain MLP's state-dict key of the Tyr module's `key` (`w1` -> `l1.weight`)."""
+    return f"l{key[1:]}.{'weight' if key[0] == 'w' else 'bias'}"
 
 
 def bench_size(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0,
                breakdown_iters: int = 0) -> dict[str, Any]:
+    """Alternating training steps of both sides on the spirals task's batches."""
     tyr, plain = build_pair(values, seed)
-    opts = {"tyr": _optimizer(tyr), "plain": _optimizer(plain)}
     mods = {"tyr": tyr, "plain": plain}
-    c, b = values["c"], values["b"]
-    gen = torch.Generator().manual_seed(seed + 1)
-    x = torch.randn(b, c["inputs"], generator=gen)
-    y = torch.randint(0, c["classes"], (b,), generator=gen)
-
-    times: dict[str, list[float]] = {"tyr": [], "plain": []}
-    max_loss_diff = 0.0
-    gc.collect()
-    for i in range(warmup + steps):
-        order = ("tyr", "plain") if i % 2 == 0 else ("plain", "tyr")
-        losses = {}
-        for side in order:
-            dt, loss = _timed(_step, mods[side], opts[side], x, y)
-            losses[side] = float(loss.detach())
-            if i >= warmup:
-                times[side].append(dt)
-        max_loss_diff = max(max_loss_diff, abs(losses["tyr"] - losses["plain"]))
-
-    tyr_sd, plain_sd = tyr.state_dict(), plain.state_dict()
-    max_param_diff = max(
-        float((tyr_sd[f"{w}{k}"] - plain_sd[f"l{k}.{'weight' if w == 'w' else 'bias'}"]).abs().max())
-        for k in (1, 2, 3) for w in ("w", "b")
-    )
-    result = pair_result(values, sum(q.numel() for q in tyr.parameters()), steps, warmup,
-                         times, max_loss_diff, max_param_diff)
-    if breakdown_iters > 0:
-        result["breakdown"] = _breakdown(tyr, plain, x, y, breakdown_iters)
-    return result
-
-
-def _breakdown(tyr: nn.Module, plain: nn.Module, x: torch.Tensor, y: torch.Tensor,
-               iters: int) -> dict[str, Any]:
-    """Where the Tyr side could spend extra time: forward alone (with autograd recording, as
-    in training, alternating) and the input check at the call boundary by itself."""
-    fwd: dict[str, list[float]] = {"tyr": [], "plain": []}
-    for i in range(iters):
-        order = ("tyr", "plain") if i % 2 == 0 else ("plain", "tyr")
-        for side in order:
-            m = tyr if side == "tyr" else plain
-            dt, _ = _timed(m, x, y)
-            fwd[side].append(dt)
-    out: dict[str, Any] = {
-        "forward_tyr_ms": summarize(fwd["tyr"])["median_ms"],
-        "forward_plain_ms": summarize(fwd["plain"])["median_ms"],
-    }
-    check = getattr(tyr, "_check_inputs", None)
-    if check is not None:
-        samples = [_timed(check, (x, y))[0] for _ in range(iters)]
-        out["check_inputs_us"] = summarize(samples)["median_ms"] * 1e3
-    return out
+    opts = {side: [_optimizer(m)] for side, m in mods.items()}
+    task = json.loads(MLP_CONFIG.read_text(encoding="utf-8"))["task"]
+    data = task_batches(task, values["b"], N_BATCHES, seed + 1)
+    return alternate_steps(values, mods, opts, data, steps=steps, warmup=warmup,
+                           forward_iters=breakdown_iters, plain_key=_plain_key)
 
 
 def run(*, quick: bool = False, steps: int | None = None, warmup: int | None = None,

@@ -13,33 +13,26 @@ ratios, the forward alone, and the largest loss and parameter differences.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from typing import Any
 
 import torch
 from torch import nn
 
-from bench import ROOT, Row, alternate_steps, pair_rows
+from bench import ROOT, Row, alternate_steps, config_values, pair_rows, task_batches
 from bench.flux_plain import Flux, FluxConfig
+from bench.standalone import standalone
 
 GOAL_RATIO = 0.97
 FLUX_FILE = ROOT / "examples" / "flux" / "Flux.lean"
 CONFIG_FILE = ROOT / "examples" / "flux" / "config.json"
 LR, BETAS = 1e-3, (0.9, 0.99)
 N_BATCHES = 8
-INPUTS = ("img", "timesteps", "txt", "y", "target")
 
 
 def flux_values(**over: Any) -> dict[str, Any]:
-    """The example's model values (`b` as `tyr train` fills it from train.batch); `over`
-    replaces `c` fields or `b`."""
-    cfg = json.loads(CONFIG_FILE.read_text())
-    v = {"c": dict(cfg["model"]["c"]), "b": cfg["train"]["batch"]}
-    for k, x in over.items():
-        (v if k == "b" else v["c"])[k] = x
-    return v
+    """The example's model values (config.json's recipe); `over` replaces `c` fields or `b`."""
+    return config_values(CONFIG_FILE, **over)
 
 
 def build_pair(values: dict[str, Any], seed: int = 0) -> tuple[nn.Module, Flux]:
@@ -55,13 +48,8 @@ def build_pair(values: dict[str, Any], seed: int = 0) -> tuple[nn.Module, Flux]:
 def batches(values: dict[str, Any], n: int, seed: int) -> list[tuple[torch.Tensor, ...]]:
     """`n` rectified-flow batches of real digits, as the model's inputs in order, made as
     `tyr train` makes them: the `image_flow` task's `training_batch(k)`."""
-    from pytyr.train.task import TaskContext
-    from pytyr.train.tasks import make_task
-
     table = {"name": "image_flow", "txt_len": values["c"]["txt_len"]}
-    task = make_task(table, TaskContext(values["b"], seed), "bench")
-    task.prepare()
-    return [tuple(task.training_batch(k)[name] for name in INPUTS) for k in range(n)]
+    return task_batches(table, values["b"], n, seed)
 
 
 def bench_pair(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0,
@@ -69,7 +57,8 @@ def bench_pair(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0
     """Alternating training steps of both sides, then (optionally) forwards alone."""
     tyr, plain = build_pair(values, seed)
     mods: dict[str, nn.Module] = {"tyr": tyr, "plain": plain}
-    opts = {side: torch.optim.AdamW(m.parameters(), lr=LR, betas=BETAS) for side, m in mods.items()}
+    opts = {side: [torch.optim.AdamW(m.parameters(), lr=LR, betas=BETAS)]
+            for side, m in mods.items()}
     data = batches(values, N_BATCHES, seed + 1)
     return alternate_steps(values, mods, opts, data, steps=steps, warmup=warmup,
                            forward_iters=forward_iters)
@@ -99,16 +88,8 @@ def rows(result: dict[str, Any]) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m bench.flux [--quick]`: this benchmark alone, results as JSON on stdout."""
-    p = argparse.ArgumentParser(prog="python -m bench.flux", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
-    args = p.parse_args(argv)
-    r = run(quick=args.quick)
-    for row in rows(r):
-        print("  ".join(x for x in vars(row).values() if x))
-    json.dump(r, sys.stdout, indent=1)
-    print()
-    return 0
+    """`python -m bench.flux [--quick]`: this benchmark alone, rows then JSON."""
+    return standalone(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -1,21 +1,22 @@
 """The GPT of `examples/gpt/GPT.lean` through Tyr's executor vs the same GPT hand-written
 in nanoGPT's structure (`bench/nanogpt.py`).
 
-Config: nanoGPT's CPU recipe for Shakespeare-char (vocab 65, block 64, 4 layers, 4 heads of
-32 = width 128, dropout 0, batch 12, t = block). The plain model gets copies of the Tyr
-module's weights (`load_from_tyr`), so both do the same arithmetic: losses are compared step
-by step and the parameters at the end, as evidence. A training step is forward + `zero_grad`
-+ backward + AdamW step with nanoGPT's optimizer set-up (lr 1e-3, betas (0.9, 0.99), weight
-decay 0.1 on rank >= 2). The Tyr side steps with the optimizer `tyr train` builds
-(`pytyr.train.optim.make_optimizers`: `FusedAdamW`, torch's fused kernel with a lean step);
-the plain side twice: with torch's default AdamW (what nanoGPT does on CPU) and with
-`AdamW(fused=True)` (the best a plain user can do). A fourth side is Tyr with torch's own
-`AdamW(fused=True)`: what the lean step adds, measured on its own; a fifth is Tyr lowered
-with kernels off: what the C kernels (GELU, causal attention: pytyr/kernels/*_cpu.py) add,
-on their own. All sides see the same
-sequence of random token batches. Steps ALTERNATE between the sides, the order rotated every
-round, after a warm-up, so drift in machine speed hits all; each step is timed by the wall
-clock and by the thread's CPU time (which other processes on the machine do not inflate).
+Config: `make train`'s (examples/gpt/config.json: nanoGPT's CPU recipe for Shakespeare-char,
+vocab 75 here, block 64, 4 layers, 4 heads of 32 = width 128, dropout 0, batch 12, t = block).
+The plain model gets copies of the Tyr module's weights (`load_from_tyr`), so both do the same
+arithmetic: losses are compared step by step and the parameters at the end, as evidence. A
+training step is forward + `zero_grad` + backward + AdamW step with nanoGPT's optimizer set-up
+(lr 1e-3, betas (0.9, 0.99), weight decay 0.1 on rank >= 2). The Tyr side steps with the
+optimizer `tyr train` builds (`pytyr.train.optim.make_optimizers`: `FusedAdamW`, torch's fused
+kernel with a lean step); the plain side twice: with torch's default AdamW (what nanoGPT does
+on CPU) and with `AdamW(fused=True)` (the best a plain user can do). A fourth side is Tyr with
+torch's own `AdamW(fused=True)`: what the lean step adds, measured on its own; a fifth is Tyr
+lowered with kernels off: what the C kernels (GELU, causal attention: pytyr/kernels/*_cpu.py)
+add, on their own. All sides see the same batches of Shakespeare, made as `tyr train` makes
+them (the `char_lm` task's `training_batch`). Steps ALTERNATE between the sides, the order
+rotated every round, after a warm-up, so drift in machine speed hits all; each step is timed by
+the wall clock and by the thread's CPU time (which other processes on the machine do not
+inflate).
 
 Reported: median ms per step each, `plain/tyr` as the median of the per-round ratios against
 default AdamW (goal >= 1.10) and against fused AdamW (goal >= 1.0), the lean step's share, the
@@ -27,9 +28,7 @@ the GFLOP/s of a 512x512 @ 512x512 matmul timed in the same rounds. `--compile` 
 """
 from __future__ import annotations
 
-import argparse
 import gc
-import json
 import statistics
 import sys
 import time
@@ -39,25 +38,35 @@ from typing import Any
 import torch
 from torch import nn
 
-from bench import ROOT, Row, judge, pair_result, pair_rows, summarize
+from bench import (
+    ROOT,
+    Row,
+    config_values,
+    forward_breakdown,
+    judge,
+    max_param_diff,
+    pair_result,
+    pair_rows,
+    task_batches,
+    train_step,
+)
 from bench.nanogpt import GPT, GPTConfig, load_from_tyr, tyr_to_plain_key
+from bench.standalone import standalone
 
 GOAL_RATIO = 1.10  # plain nanoGPT (default AdamW) / tyr
 GOAL_FUSED = 1.0  # plain with AdamW(fused=True) / tyr
 GOAL_FRACTION = 0.60  # the Tyr step's GFLOP/s over a 512x512 matmul's
 PROBE = 512  # the matmul whose rate is this CPU's reference
 GPT_FILE = ROOT / "examples" / "gpt" / "GPT.lean"
+CONFIG = ROOT / "examples" / "gpt" / "config.json"
 LR, BETAS, WEIGHT_DECAY = 1e-3, (0.9, 0.99), 0.1
 N_BATCHES = 8  # distinct batches, cycled: enough variety, no data-loading cost in the timing
 
 
 def gpt_values(**over: Any) -> dict[str, Any]:
-    """Values of GPT.lean's `gpt` for nanoGPT's CPU recipe; `over` replaces `c` fields or b/t."""
-    c = {"vocab": 65, "block": 64, "n_layer": 4, "n_head": 4, "head_dim": 32, "dropout": 0.0}
-    v: dict[str, Any] = {"c": c, "b": 12, "t": 64}
-    for k, x in over.items():
-        (v if k in ("b", "t") else c)[k] = x
-    return v
+    """Values of GPT.lean's `gpt` for `make train`'s recipe (examples/gpt/config.json);
+    `over` replaces `c` fields or b/t."""
+    return config_values(CONFIG, **over)
 
 
 def build_pair(values: dict[str, Any], seed: int = 0, kernels: str | None = None
@@ -73,14 +82,9 @@ def build_pair(values: dict[str, Any], seed: int = 0, kernels: str | None = None
 
 
 def batches(values: dict[str, Any], n: int, seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """`n` random (idx, targets) batches, targets the next tokens as in a language model."""
-    gen = torch.Generator().manual_seed(seed)
-    b, t, vocab = values["b"], values["t"], values["c"]["vocab"]
-    out = []
-    for _ in range(n):
-        seq = torch.randint(0, vocab, (b, t + 1), generator=gen)
-        out.append((seq[:, :-1].contiguous(), seq[:, 1:].contiguous()))
-    return out
+    """`n` (idx, targets) batches of Shakespeare as `tyr train` makes them: the `char_lm`
+    task's `training_batch(k)` (characters: ids below 75, so `c.vocab` must be at least 75)."""
+    return task_batches({"name": "char_lm", "seq": values["t"]}, values["b"], n, seed)
 
 
 SIDES = ("tyr", "plain", "plain_fused", "tyr_torch_adamw", "tyr_no_kernels")
@@ -103,24 +107,11 @@ def _optimizer(module: nn.Module, side: str) -> torch.optim.Optimizer:
                              fused=side != "plain")
 
 
-def _step(fwd: Any, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    loss = fwd(x, y)[1]
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    opt.step()
-    return loss
-
-
 def _timed(fn: Any, *args: Any) -> tuple[float, float, Any]:
     """(wall seconds, this thread's CPU seconds, result) of one call."""
     w0, c0 = time.perf_counter(), time.thread_time()
     out = fn(*args)
     return time.perf_counter() - w0, time.thread_time() - c0, out
-
-
-def _max_param_diff(tyr: nn.Module, plain: GPT) -> float:
-    psd = plain.state_dict()
-    return max(float((v - psd[tyr_to_plain_key(k)]).abs().max()) for k, v in tyr.state_dict().items())
 
 
 def step_flops(tyr: nn.Module, values: dict[str, Any], batch: tuple[torch.Tensor, ...]) -> int:
@@ -157,7 +148,7 @@ def bench_pair(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0
     for side in sides[2:]:
         t2, p2 = build_pair(values, seed, kernels="off" if side == "tyr_no_kernels" else None)
         mods[side] = t2 if side.startswith("tyr") else p2
-    opts = {side: _optimizer(m, side) for side, m in mods.items()}
+    opts = {side: [_optimizer(m, side)] for side, m in mods.items()}
     fwds: dict[str, Any] = dict(mods)
     if compile:
         fwds = {side: torch.compile(m) for side, m in mods.items()}
@@ -177,7 +168,7 @@ def bench_pair(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0
             if side == "matmul":
                 dw, dc, _ = _timed(torch.mm, a, b)
             else:
-                dw, dc, loss = _timed(_step, fwds[side], opts[side], x, y)
+                dw, dc, loss = _timed(train_step, fwds[side], opts[side], (x, y))
                 losses[side] = float(loss.detach())
             if i >= warmup:
                 wall[side].append(dw)
@@ -188,11 +179,9 @@ def bench_pair(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0
     n = sum(q.numel() for q in tyr.parameters())
 
     def pair(other: str) -> dict[str, Any]:
-        if other.startswith("tyr"):  # two Tyr modules: the same keys
-            theirs = mods[other].state_dict()
-            pdiff = max(float((v - theirs[k]).abs().max()) for k, v in tyr.state_dict().items())
-        else:
-            pdiff = _max_param_diff(tyr, mods[other])
+        # two Tyr modules have the same keys
+        pdiff = max_param_diff(tyr, mods[other],
+                               None if other.startswith("tyr") else tyr_to_plain_key)
         r = pair_result(values, n, steps, warmup, {"tyr": wall["tyr"], "plain": wall[other]},
                         loss_diff[other], pdiff)
         r["cpu"] = pair_result(values, n, steps, warmup, {"tyr": cpu["tyr"], "plain": cpu[other]},
@@ -206,7 +195,7 @@ def bench_pair(values: dict[str, Any], *, steps: int, warmup: int, seed: int = 0
         result["cpu_kernels"] = pair("tyr_no_kernels")
     result["fraction"] = _fraction(flops, wall, cpu)
     if breakdown_iters > 0:
-        result["breakdown"] = _breakdown(fwds, tyr, data[0], breakdown_iters)
+        result["breakdown"] = forward_breakdown(fwds, tyr, data[0], breakdown_iters)
     return result
 
 
@@ -220,23 +209,6 @@ def _fraction(flops: int, wall: dict[str, list[float]], cpu: dict[str, list[floa
         mm_rate = mm / statistics.median(t["matmul"]) / 1e9
         out[clock] = {"step_gflops": step_rate, "matmul_gflops": mm_rate,
                       "fraction": step_rate / mm_rate}
-    return out
-
-
-def _breakdown(fwds: dict[str, Any], tyr: nn.Module, batch: tuple[torch.Tensor, torch.Tensor],
-               iters: int) -> dict[str, Any]:
-    """Forward alone (recording autograd, as in training; alternating) and the input check."""
-    fwd: dict[str, list[float]] = {"tyr": [], "plain": []}
-    for i in range(iters):
-        order = ("tyr", "plain") if i % 2 == 0 else ("plain", "tyr")
-        for side in order:
-            fwd[side].append(_timed(fwds[side], *batch)[0])
-    out: dict[str, Any] = {"forward_tyr_ms": summarize(fwd["tyr"])["median_ms"],
-                           "forward_plain_ms": summarize(fwd["plain"])["median_ms"]}
-    check = getattr(tyr, "_check_inputs", None)
-    if check is not None:
-        out["check_inputs_us"] = summarize(
-            [_timed(check, batch)[0] for _ in range(iters)])["median_ms"] * 1e3
     return out
 
 
@@ -327,17 +299,9 @@ def rows(result: dict[str, Any]) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m bench.gpt [--quick] [--compile]`: this benchmark alone, results as JSON on stdout."""
-    p = argparse.ArgumentParser(prog="python -m bench.gpt", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--compile", action="store_true", help="also time the sides under torch.compile")
-    args = p.parse_args(argv)
-    r = run(quick=args.quick, compile=args.compile)
-    for row in rows(r):
-        print("  ".join(x for x in vars(row).values() if x))
-    json.dump(r, sys.stdout, indent=1)
-    print()
-    return 0
+    """`python -m bench.gpt [--quick] [--compile]`: this benchmark alone, rows then JSON."""
+    return standalone(sys.modules[__name__], argv, options=lambda p: p.add_argument(
+        "--compile", action="store_true", help="also time the sides under torch.compile"))
 
 
 if __name__ == "__main__":

@@ -14,9 +14,7 @@ numbers are unmeasured. `scripts/gpu/kernels.sh` runs it on a GPU after the pari
 """
 from __future__ import annotations
 
-import argparse
 import gc
-import json
 import statistics
 import sys
 from collections.abc import Callable
@@ -25,6 +23,7 @@ from typing import Any
 import torch
 
 from bench import ROOT, Row, judge, summarize
+from bench.standalone import standalone
 
 GPT_FILE = ROOT / "examples" / "gpt" / "GPT.lean"
 
@@ -228,15 +227,8 @@ def rows(result: dict[str, Any]) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m bench.kernels [--quick]`: this benchmark alone, results as JSON on stdout."""
-    p = argparse.ArgumentParser(prog="python -m bench.kernels", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
-    r = run(quick=p.parse_args(argv).quick)
-    for row in rows(r):
-        print("  ".join(x for x in vars(row).values() if x))
-    json.dump(r, sys.stdout, indent=1)
-    print()
-    return 0
+    """`python -m bench.kernels [--quick]`: this benchmark alone, rows then JSON."""
+    return standalone(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Activation checkpointing per block (`train.checkpoint_blocks`) where it pays: a GPT whose
 activations outweigh its weights (`bench.side.GPT_LARGE`: 8 layers of width 256, b 8 × t 256),
 Tyr with and without checkpointing and plain PyTorch, each in its own process at one thread,
-taking turns step by step (`bench.defaults.Child`).
+taking turns step by step (`bench.side.take_turns`), on `bench.side.build`'s batches (the
+`char_lm` task's `training_batch`).
 
 Reported: each side's step time and peak RSS (`VmHWM`: weights, AdamW's state, activations,
 the allocator's slack, torch itself), the peak RSS saved by checkpointing and what it costs
@@ -9,40 +10,23 @@ in time, and Tyr's peak RSS over plain's without it (goal <= 1.05).
 """
 from __future__ import annotations
 
-import random
 import statistics
-import time
 from typing import Any
 
-from bench import Row, judge, load_average
+from bench import Row, judge
 
 SIDES = ("tyr", "tyr_checkpoint", "plain")
 GOAL_MEMORY = 1.05
 
 
 def run(*, quick: bool = False, steps: int | None = None) -> dict[str, Any]:
-    from bench.defaults import SETTLE_S, Child
-    from bench.side import GPT_LARGE, child_env
+    from bench.side import GPT_LARGE, child_env, take_turns
 
     n, warmup = (steps, 1) if steps is not None else ((2, 1) if quick else (6, 1))
-    children: dict[str, Child] = {}
-    times: dict[str, list[float]] = {s: [] for s in SIDES}
-    loads = []
-    try:
-        for side in SIDES:
-            children[side] = Child("gpt_large", side, "one", child_env(side, "one"))
-        order = random.Random(0)
-        for i in range(warmup + n):
-            for side in order.sample(SIDES, len(SIDES)):
-                time.sleep(SETTLE_S)
-                dt = children[side].ask("step")["wall_s"]
-                if i >= warmup:
-                    times[side].append(dt)
-            loads.append(load_average())
-        records = {side: c.ask("end") for side, c in children.items()}
-    finally:
-        for c in children.values():
-            c.close()
+    turns = take_turns({side: ("gpt_large", side, child_env(side, "one")) for side in SIDES},
+                       steps=n, warmup=warmup)
+    records = turns["records"]
+    times = {side: [t["wall_s"] for t in ts] for side, ts in turns["times"].items()}
     mb = {side: r["peak_rss_kb"] / 1024 for side, r in records.items()}
     return {"benchmark": "memory", "model": GPT_LARGE, "steps": n,
             "step_ms": {s: statistics.median(t) * 1e3 for s, t in times.items()},
@@ -50,7 +34,7 @@ def run(*, quick: bool = False, steps: int | None = None) -> dict[str, Any]:
                 a / b for a, b in zip(times["tyr_checkpoint"], times["tyr"])),
             "peak_rss_mb": mb, "params": records["tyr"]["params"],
             "activation_mb": {s: r["activation_bytes"] / 2**20 for s, r in records.items()},
-            "load": [x for x in loads if x is not None]}
+            "load": turns["load"]}
 
 
 def rows(result: dict[str, Any]) -> list[Row]:

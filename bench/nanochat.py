@@ -8,7 +8,9 @@ model gets copies of the Tyr module's weights and both sides step with the optim
 `tyr train` builds from that config's `train` table (Muon for the hidden matrices, AdamW for
 the embedding and the head): forward, backward, both optimizers. Steps ALTERNATE between the
 sides (order swapped every round) after a warm-up; the losses and final parameters are
-compared as evidence of the same math. Goal: plain/tyr >= 0.97.
+compared as evidence of the same math. Both sides see the same random token batches
+(`batches`: the `bpb_lm` task that `tyr train` feeds reads shards not in a checkout). Goal:
+plain/tyr >= 0.97.
 
 Decoding: `max_new` tokens after a short prompt at temperature 0, uncached (the
 `nanochatJanLogits` graph of each context length, the whole context every token) and cached
@@ -18,7 +20,6 @@ pick the same tokens. Reported in tokens per second.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -26,8 +27,9 @@ from typing import Any
 
 import torch
 
-from bench import ROOT, Row, pair_result, pair_rows, summarize
+from bench import ROOT, Row, alternate_steps, pair_rows, summarize
 from bench.plain_nanochat import Config, NanoChat
+from bench.standalone import standalone
 
 GOAL_RATIO = 0.97
 LEAN = ROOT / "examples" / "nanochat" / "NanoChat.lean"
@@ -49,6 +51,16 @@ def build_pair(c: dict[str, Any], b: int, t: int, seed: int = 0) -> tuple[Any, N
     return tyr, plain
 
 
+def batches(c: dict[str, Any], b: int, t: int, n: int, seed: int
+            ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """`n` random (idx, targets) batches of `b` x `t` tokens below `c.vocab`. Not the `bpb_lm`
+    task's `training_batch`, which `tyr train` uses: its token shards are built by
+    scripts/nanochat/prepare_data.sh, not part of a checkout; a step's work does not depend
+    on the ids."""
+    gen = torch.Generator().manual_seed(seed)
+    return [tuple(torch.randint(0, c["vocab"], (2, b, t), generator=gen)) for _ in range(n)]
+
+
 def _optimizers(module: torch.nn.Module, train: dict[str, Any]) -> list[torch.optim.Optimizer]:
     from pytyr.config import load_dataclass
     from pytyr.train.optim import make_optimizers
@@ -58,40 +70,15 @@ def _optimizers(module: torch.nn.Module, train: dict[str, Any]) -> list[torch.op
                            torch.device("cpu"))
 
 
-def _step(model: Any, opts: list[torch.optim.Optimizer], x: torch.Tensor, y: torch.Tensor
-          ) -> float:
-    loss = model(x, y)[1]
-    for o in opts:
-        o.zero_grad(set_to_none=True)
-    loss.backward()
-    for o in opts:
-        o.step()
-    return float(loss.detach())
-
-
 def bench_train(*, steps: int, warmup: int, b: int = 8) -> dict[str, Any]:
     cfg = recipe()
     c, t = cfg["model"]["c"], cfg["task"]["seq"]
     tyr, plain = build_pair(c, b, t)
     mods = {"tyr": tyr, "plain": plain}
     opts = {side: _optimizers(m, cfg["train"]) for side, m in mods.items()}
-    gen = torch.Generator().manual_seed(1)
-    data = [torch.randint(0, c["vocab"], (2, b, t), generator=gen) for _ in range(N_BATCHES)]
-    times: dict[str, list[float]] = {"tyr": [], "plain": []}
-    diff = 0.0
-    for i in range(warmup + steps):
-        x, y = data[i % N_BATCHES]
-        losses = {}
-        for side in (("tyr", "plain") if i % 2 == 0 else ("plain", "tyr")):
-            t0 = time.perf_counter()
-            losses[side] = _step(mods[side], opts[side], x, y)
-            if i >= warmup:
-                times[side].append(time.perf_counter() - t0)
-        diff = max(diff, abs(losses["tyr"] - losses["plain"]))
-    psd = plain.state_dict()
-    pdiff = max(float((v - psd[k]).abs().max()) for k, v in tyr.state_dict().items())
-    n = sum(p.numel() for p in tyr.parameters())
-    return pair_result({"c": c, "b": b, "t": t}, n, steps, warmup, times, diff, pdiff)
+    data = batches(c, b, t, N_BATCHES, 1)
+    return alternate_steps({"c": c, "b": b, "t": t}, mods, opts, data, steps=steps,
+                           warmup=warmup)
 
 
 def bench_decode(*, max_new: int, rounds: int = 2) -> dict[str, Any]:
@@ -170,17 +157,8 @@ def rows(result: dict[str, Any]) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m bench.nanochat [--quick]`: this benchmark alone, results as JSON on stdout."""
-    p = argparse.ArgumentParser(prog="python -m bench.nanochat",
-                                description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
-    args = p.parse_args(argv)
-    r = run(quick=args.quick)
-    for row in rows(r):
-        print("  ".join(x for x in row if x))
-    json.dump(r, sys.stdout, indent=1)
-    print()
-    return 0
+    """`python -m bench.nanochat [--quick]`: this benchmark alone, rows then JSON."""
+    return standalone(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -20,10 +20,10 @@ Standalone: `python -m bench.safetensors_load [--quick] [--size-mb N]`.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -34,6 +34,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from bench import Row, judge, summarize
+from bench.standalone import standalone
 from pytyr.safetensors import load_file as tyr_load_file
 from pytyr.safetensors import open_checkpoint, save_sharded
 from pytyr.safetensors.header import clear_header_cache
@@ -154,15 +155,9 @@ def rows(r: dict[str, Any]) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.safetensors_load", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="a 64 MB checkpoint, 5 iterations")
-    p.add_argument("--size-mb", type=int, help="checkpoint size in MB (default 512)")
-    args = p.parse_args(argv)
-    r = run(quick=args.quick, size_mb=args.size_mb)
-    for row in rows(r):
-        print("  ".join(x for x in vars(row).values() if x))
-    return 0
+    """`python -m bench.safetensors_load [--quick] [--size-mb N]`: rows then JSON."""
+    return standalone(sys.modules[__name__], argv, options=lambda p: p.add_argument(
+        "--size-mb", type=int, help="checkpoint size in MB (default 512; 64 with --quick)"))
 
 
 if __name__ == "__main__":

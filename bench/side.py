@@ -2,15 +2,19 @@
 `python -m bench.side EXAMPLE SIDE [--steps N | --serve]` (EXAMPLE `gpt_large`: a GPT whose
 activations outweigh its weights, for `bench/memory.py`).
 
-`bench/defaults.py` starts one such process per side and setting and alternates them step by
-step (`--serve`: a `step` line on stdin runs one step, `end` reports): torch's thread count
-and OpenMP's wait policy are fixed when torch loads, and a process's peak RSS (`VmHWM`)
-cannot be reset, so two sides in one process would share all three. SIDE is `tyr` (what
-`tyr train` runs: the module lowered from the Lean model, the
-optimizers built from the example's config, the engine's thread policy
-`pytyr.train.threads`; `tyr_checkpoint` with `train.checkpoint_blocks` too), `plain` (the hand-written PyTorch model as a plain script runs it:
-torch's threads and torch's default AdamW) or `plain_fused` (with `AdamW(fused=True)`). The
-setting is the environment the parent gives (`child_env`).
+`take_turns` (the parent's side, for `bench/defaults.py`, `memory.py` and `threads.py`) starts
+one such process per job and alternates them step by step (`--serve`, through `Child`: a `step`
+line on stdin runs one step, `end` reports): torch's thread count and OpenMP's wait policy are
+fixed when torch loads, and a process's peak RSS (`VmHWM`) cannot be reset, so two sides in one
+process would share all three. SIDE is `tyr` (what `tyr train` runs: the module lowered from
+the Lean model, the optimizers built from the example's config, the engine's thread policy
+`pytyr.train.threads`; `tyr_checkpoint` with `train.checkpoint_blocks` too), `plain` (the
+hand-written PyTorch model as a plain script runs it: torch's threads and torch's default
+AdamW) or `plain_fused` (with `AdamW(fused=True)`). The setting is the environment the parent
+gives (`child_env`).
+
+Batches: the example's bench module's `batches` (the task's `training_batch`, as `tyr train`
+makes them; nanochat's random tokens, see `bench.nanochat.batches`), the same on every side.
 
 A process reports the wall and process CPU time of each step, the threads used and why, its
 peak RSS, its RSS before the model was built, and the activation memory of one step: the
@@ -49,24 +53,21 @@ def status_kb(field: str) -> int | None:
 def _config(example: str) -> dict[str, Any]:
     from bench import ROOT
 
+    if example == "nanochat":  # January's layout, as bench/plain_nanochat.py writes it
+        from bench.nanochat import recipe
+        return recipe()
     folder = "gpt" if example == "gpt_large" else example
     return json.loads((ROOT / "examples" / folder / "config.json").read_text(encoding="utf-8"))
 
 
 def build(example: str, side: str, n_batches: int = 8) -> tuple[Any, list[Any], list[tuple]]:
     """(module, optimizers, batches) of one side of `example` at its recipe's sizes."""
-    import torch
-
     cfg = _config(example)
     tyr = side.startswith("tyr")
     checkpoint = side == "tyr_checkpoint"
     if example in ("gpt", "gpt_large"):
         from bench import gpt
-        values = {"c": dict(cfg["model"]["c"]), "b": cfg["train"]["batch"],
-                  "t": cfg["task"]["seq"]}
-        if example == "gpt_large":
-            for k, x in GPT_LARGE.items():
-                (values if k in ("b", "t") else values["c"])[k] = x
+        values = gpt.gpt_values(**(GPT_LARGE if example == "gpt_large" else {}))
         data = gpt.batches(values, n_batches, 1)
         if tyr:
             module = _tyr_module(gpt.GPT_FILE, "gpt", values, checkpoint)
@@ -75,36 +76,27 @@ def build(example: str, side: str, n_batches: int = 8) -> tuple[Any, list[Any], 
             module = GPT(GPTConfig.from_tyr(values["c"]))
         opts = [gpt._optimizer(module, side)] if not tyr else _tyr_optimizers(module, cfg)
         return module, opts, data
-    if example == "diffusion":
-        from bench import diffusion
-        values = diffusion.recipe_values()
-        data = diffusion.batches(values, n_batches, 1)
-        if tyr:
-            module = _tyr_module(diffusion.LEAN_FILE, "diffusion", values, checkpoint)
-        else:
-            from bench.diffusion_plain import Diffusion, DiffusionConfig
-            module = Diffusion(DiffusionConfig.from_tyr(values["c"]))
-        return module, _tyr_optimizers(module, cfg) if tyr else [_plain_adamw(
-            module, side, cfg)], data
-    if example == "flux":
-        from bench import flux
-        values = flux.flux_values()
-        data = flux.batches(values, n_batches, 1)
-        if tyr:
-            module = _tyr_module(flux.FLUX_FILE, "flux", values, checkpoint)
-        else:
-            from bench.flux_plain import Flux, FluxConfig
-            module = Flux(FluxConfig.from_tyr(values["c"]))
+    if example in ("diffusion", "flux"):
+        from bench import diffusion, flux
+        from bench.diffusion_plain import Diffusion, DiffusionConfig
+        from bench.flux_plain import Flux, FluxConfig
+        # the bench module (its batches), the Lean file, the recipe's values, the plain model
+        bench, lean, values, plain = {
+            "diffusion": (diffusion, diffusion.LEAN_FILE, diffusion.recipe_values,
+                          lambda c: Diffusion(DiffusionConfig.from_tyr(c))),
+            "flux": (flux, flux.FLUX_FILE, flux.flux_values,
+                     lambda c: Flux(FluxConfig.from_tyr(c)))}[example]
+        v = values()
+        data = bench.batches(v, n_batches, 1)
+        module = _tyr_module(lean, example, v, checkpoint) if tyr else plain(v["c"])
         return module, _tyr_optimizers(module, cfg) if tyr else [_plain_adamw(
             module, side, cfg)], data
     if example == "nanochat":
         from bench import nanochat
         c, t, b = cfg["model"]["c"], cfg["task"]["seq"], cfg["train"]["micro_batch"]
-        gen = torch.Generator().manual_seed(1)
-        data = [tuple(torch.randint(0, c["vocab"], (2, b, t), generator=gen))
-                for _ in range(n_batches)]
+        data = nanochat.batches(c, b, t, n_batches, 1)
         if tyr:
-            module = _tyr_module(nanochat.LEAN, "nanochat", {"c": c, "b": b, "t": t},
+            module = _tyr_module(nanochat.LEAN, "nanochatJan", {"c": c, "b": b, "t": t},
                                  checkpoint)
         else:
             from bench.plain_nanochat import Config, NanoChat
@@ -146,13 +138,9 @@ def _plain_adamw(module: Any, side: str, cfg: dict[str, Any]) -> Any:
 
 def step(module: Any, opts: list[Any], batch: tuple) -> float:
     """forward, zero_grad, backward, every optimizer's step: the loss."""
-    loss = module(*batch)[-1]
-    for o in opts:
-        o.zero_grad(set_to_none=True)
-    loss.backward()
-    for o in opts:
-        o.step()
-    return float(loss.detach())
+    from bench import train_step
+
+    return float(train_step(module, opts, batch).detach())
 
 
 def activation_bytes(module: Any, batch: tuple) -> int:
@@ -255,6 +243,92 @@ def child_env(side: str, setting: str, base: dict[str, str] | None = None) -> di
     if setting == "one":
         env.update({var: "1" for var in THREAD_VARS})
     return env
+
+
+class Child:
+    """A `bench.side EXAMPLE SIDE --serve` process in environment `env`, seen from its parent
+    (stderr to a file, so that a chatty child never blocks on a full pipe); `what` names it
+    in an error."""
+
+    def __init__(self, example: str, side: str, env: dict[str, str], what: str):
+        import subprocess
+        import tempfile
+
+        from bench import ROOT
+
+        self.what = f"bench.side {example} {side} ({what})"
+        self.err = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.side", example, side, "--serve"], cwd=ROOT, env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True, bufsize=1)
+        self.ready = self.ask(None)
+
+    def ask(self, command: str | None) -> dict[str, Any]:
+        """Send `command` (None: nothing) and read the child's one-line JSON answer."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        if command is not None:
+            self.proc.stdin.write(command + "\n")
+            self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            self.err.seek(0)
+            tail = (self.err.read().strip().splitlines() or ["no message"])[-1]
+            raise RuntimeError(f"{self.what} ended: {tail}")
+        return json.loads(line)
+
+    def close(self) -> None:
+        """End the process (closing its stdin ends a serving child) and every pipe."""
+        import subprocess
+
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:  # a child that died before reading its last line
+                    pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.err.close()
+
+
+# a pause before each step: OpenMP's threads of the previous process spin for a few ms after
+# its step (the default wait policy), which would slow the next process's step
+SETTLE_S = 0.02
+
+
+def take_turns(jobs: dict[str, tuple[str, str, dict[str, str]]], *, steps: int, warmup: int
+               ) -> dict[str, Any]:
+    """One `--serve` process per job (name -> example, side, environment), started one after
+    the other (a starting process does not disturb another's thread choice), then stepped in
+    turn, in a new random order every round (no job always follows the same one), the load
+    read every round. Returns each job's timed steps (`times`, after `warmup` rounds), its
+    closing record with its `ready` line (`records`), and the loads."""
+    import random
+
+    from bench import load_average
+
+    children: dict[str, Child] = {}
+    times: dict[str, list[dict[str, float]]] = {job: [] for job in jobs}
+    loads = []
+    try:
+        for job, (example, side, env) in jobs.items():
+            children[job] = Child(example, side, env, job)
+        order, names = random.Random(0), list(jobs)
+        for i in range(warmup + steps):
+            for job in order.sample(names, len(names)):
+                time.sleep(SETTLE_S)
+                got = children[job].ask("step")
+                if i >= warmup:
+                    times[job].append(got)
+            loads.append(load_average())
+        records = {job: {**c.ask("end"), "ready": c.ready} for job, c in children.items()}
+    finally:
+        for c in children.values():
+            c.close()
+    return {"times": times, "records": records, "load": [x for x in loads if x is not None]}
 
 
 def main(argv: list[str] | None = None) -> int:

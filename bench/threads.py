@@ -1,22 +1,20 @@
 """The engine's thread policy and OpenMP's wait policy, measured on the main job's step.
 
 `make train` on a CPU times its own step at one thread and at every usable core and keeps the
-faster (`pytyr/train/threads.py`). This benchmark runs the Tyr GPT step of `make train` in
-four processes that take turns step by step (`bench.defaults.Child`): one thread; every core
-with OpenMP's default wait policy (idle threads spin for a while after each op); every core
-with `OMP_WAIT_POLICY=PASSIVE` (idle threads sleep at once); and `make train`'s own choice.
-Reported: each median step, every core over one thread under each policy (what PASSIVE costs
-or saves), and whether the policy's choice was within 10% of the faster count (goal: it was).
-"""
+faster (`pytyr/train/threads.py`). This benchmark runs the Tyr GPT step of `make train` in four
+processes that take turns step by step (`bench.side.take_turns`, on `bench.side.build`'s
+batches): one thread; every core with OpenMP's default wait policy (idle threads spin for a
+while after each op); every core with `OMP_WAIT_POLICY=PASSIVE` (idle threads sleep at once);
+and `make train`'s own choice. Reported: each median step, every core over one thread under
+each policy (what PASSIVE costs or saves), and whether the policy's choice was within 10% of
+the faster count (goal: it was)."""
 from __future__ import annotations
 
 import os
-import random
 import statistics
-import time
 from typing import Any
 
-from bench import Row, judge, load_average
+from bench import Row, judge
 
 STEPS, WARMUP = 30, 5
 SLACK = 1.10  # the choice's step may be this much slower than the best count's
@@ -36,31 +34,17 @@ def _env(threads: int | None, wait: str | None) -> dict[str, str]:
 
 
 def run(*, quick: bool = False, steps: int | None = None) -> dict[str, Any]:
-    from bench.defaults import SETTLE_S, Child
+    from bench.side import take_turns
     from pytyr.train.threads import usable_cores
 
     n, warmup = (steps, 2) if steps is not None else ((8, 2) if quick else (STEPS, WARMUP))
     cores = usable_cores()
-    jobs = {"one": _env(1, None), "cores/default": _env(cores, None),
+    envs = {"one": _env(1, None), "cores/default": _env(cores, None),
             "cores/passive": _env(cores, "PASSIVE"), "auto": _env(None, None)}
-    children: dict[str, Child] = {}
-    times: dict[str, list[float]] = {job: [] for job in jobs}
-    loads = []
-    try:
-        for job, env in jobs.items():
-            children[job] = Child("gpt", "tyr", job, env)
-        order = random.Random(0)
-        for i in range(warmup + n):
-            for job in order.sample(list(jobs), len(jobs)):
-                time.sleep(SETTLE_S)
-                dt = children[job].ask("step")["wall_s"]
-                if i >= warmup:
-                    times[job].append(dt)
-            loads.append(load_average())
-        ready = {job: c.ready for job, c in children.items()}
-    finally:
-        for c in children.values():
-            c.close()
+    turns = take_turns({job: ("gpt", "tyr", env) for job, env in envs.items()},
+                       steps=n, warmup=warmup)
+    times = {job: [t["wall_s"] for t in ts] for job, ts in turns["times"].items()}
+    ready = {job: r["ready"] for job, r in turns["records"].items()}
 
     def ratio(a: str, b: str) -> float:
         return statistics.median(x / y for x, y in zip(times[a], times[b]))
@@ -74,7 +58,7 @@ def run(*, quick: bool = False, steps: int | None = None) -> dict[str, Any]:
             "passive_over_default": ratio("cores/passive", "cores/default"),
             "auto": {"threads": chosen, "reason": ready["auto"]["reason"],
                      "over_best": ratio("auto", best), "best": best},
-            "load": [x for x in loads if x is not None]}
+            "load": turns["load"]}
 
 
 def rows(result: dict[str, Any]) -> list[Row]:

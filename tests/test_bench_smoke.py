@@ -80,9 +80,9 @@ def test_executor_results_well_formed():
 def test_gpt_results_well_formed():
     # the recipe config is checked here; a tiny GPT is run (the recipe takes ~30 ms a step)
     v = gpt.gpt_values()
-    assert v["c"] == {"vocab": 65, "block": 64, "n_layer": 4, "n_head": 4, "head_dim": 32,
+    assert v["c"] == {"vocab": 75, "block": 64, "n_layer": 4, "n_head": 4, "head_dim": 32,
                       "dropout": 0.0} and (v["b"], v["t"]) == (12, 64)
-    tiny = gpt.gpt_values(vocab=11, block=8, n_layer=1, n_head=2, head_dim=4, b=2, t=8)
+    tiny = gpt.gpt_values(block=8, n_layer=1, n_head=2, head_dim=4, b=2, t=8)
     r = gpt.run(steps=2, warmup=1, breakdown_iters=2, values=tiny)
     assert r["benchmark"] == "gpt" and r["goal_ratio"] == 1.10 and set(r["modes"]) == {"eager"}
     s = r["modes"]["eager"]
@@ -96,9 +96,9 @@ def test_gpt_results_well_formed():
     # the C attention kernel (if built here) changes values by float rounding only
     assert s["cpu_kernels"]["max_loss_diff"] <= 1e-6 and s["cpu_kernels"]["max_param_diff"] <= 1e-5
     fr = s["fraction"]
-    # 1 layer, b 2, t 8, width 8, vocab 11: 6 x (3·8·8 + 8·8 + 2·32·8 + 11·8) x 16 tokens,
+    # 1 layer, b 2, t 8, width 8, vocab 75: 6 x (3·8·8 + 8·8 + 2·32·8 + 75·8) x 16 tokens,
     # plus attention 12·b·h·t²·d
-    assert fr["step_gflop"] * 1e9 == pytest.approx(6 * 856 * 16 + 12 * 2 * 2 * 64 * 4)
+    assert fr["step_gflop"] * 1e9 == pytest.approx(6 * 1368 * 16 + 12 * 2 * 2 * 64 * 4)
     assert _positive(fr["wall"]["fraction"]) and _positive(fr["cpu"]["matmul_gflops"])
     _rows_ok(gpt.rows(r), goals=3)
     json.dumps(r)
