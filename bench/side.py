@@ -49,6 +49,9 @@ def status_kb(field: str) -> int | None:
 def _config(example: str) -> dict[str, Any]:
     from bench import ROOT
 
+    if example == "nanochat":  # the layout the plain model writes (bench/nanochat.py)
+        from bench.nanochat import CONFIG
+        return json.loads(CONFIG.read_text(encoding="utf-8"))
     folder = "gpt" if example == "gpt_large" else example
     return json.loads((ROOT / "examples" / folder / "config.json").read_text(encoding="utf-8"))
 
@@ -104,7 +107,7 @@ def build(example: str, side: str, n_batches: int = 8) -> tuple[Any, list[Any], 
         data = [tuple(torch.randint(0, c["vocab"], (2, b, t), generator=gen))
                 for _ in range(n_batches)]
         if tyr:
-            module = _tyr_module(nanochat.LEAN, "nanochat", {"c": c, "b": b, "t": t},
+            module = _tyr_module(nanochat.LEAN, "nanochatJan", {"c": c, "b": b, "t": t},
                                  checkpoint)
         else:
             from bench.plain_nanochat import Config, NanoChat

@@ -67,6 +67,18 @@ def test_a_side_alone_reports_its_steps_and_memory():
     assert 10 * 2**20 < rec["activation_bytes"] < 60 * 2**20
 
 
+@pytest.mark.parametrize("example", ["gpt", "diffusion", "flux", "nanochat"])
+def test_both_sides_build_the_same_model(example):
+    """The plain side is the model of the Tyr side's config (the nanochat config of
+    today's layout once made the plain side fail to build)."""
+    counts = {}
+    for name in ("tyr", "plain"):
+        module, opts, data = side.build(example, name, n_batches=1)
+        counts[name] = sorted(p.numel() for p in module.parameters())
+        assert opts and data
+    assert counts["tyr"] == counts["plain"]
+
+
 def test_an_unknown_side_or_example_is_refused_in_one_line():
     done = subprocess.run([sys.executable, "-m", "bench.side", "nanochat", "plain_fused"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
