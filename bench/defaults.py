@@ -35,6 +35,9 @@ PLAN: dict[str, tuple[tuple[str, ...], tuple[int, int]]] = {
     "nanochat": (("tyr", "plain"), (10, 3)),
 }
 SETTINGS = ("defaults", "one")
+# more processes a side, for peak RSS alone: one process's peak varies by up to ±7% with the
+# allocator's history (glibc's heap), so the ratio is a median over five processes a side
+MEMORY_SETTINGS = ("one", "defaults", "one")
 # a pause before each step: OpenMP's threads of the previous process spin for a few ms after
 # its step (the default wait policy), which would slow the next process's step
 SETTLE_S = 0.02
@@ -115,8 +118,29 @@ def bench_example(example: str, quick: bool, steps: int | None = None) -> dict[s
     finally:
         for child in children.values():
             child.close()
+    peaks = {side: [records[f"{st}/{side}"]["peak_rss_kb"] for st in SETTINGS]
+             for side in ("tyr", "plain")}
+    short = quick or steps is not None  # a smoke run: one memory-only process a side
+    for k, setting in enumerate(MEMORY_SETTINGS[:1] if short else MEMORY_SETTINGS):
+        for side in ("tyr", "plain") if k % 2 == 0 else ("plain", "tyr"):
+            peaks[side].append(peak_rss_kb(example, side, setting, n + warmup))
     return {"sides": sides, "steps": n, "warmup": warmup, "times": times,
-            "records": records, "load": [x for x in loads if x is not None]}
+            "records": records, "peak_rss_kb": peaks,
+            "load": [x for x in loads if x is not None]}
+
+
+def peak_rss_kb(example: str, side: str, setting: str, steps: int) -> int:
+    """The peak RSS of one more process of `side` at `setting` that runs `steps` steps
+    alone (`python -m bench.side`), as the stepped processes do."""
+    from bench.side import child_env
+
+    out = subprocess.run([sys.executable, "-m", "bench.side", example, side, "--steps",
+                          str(max(1, steps - 1))], cwd=ROOT, env=child_env(side, setting),
+                         capture_output=True, text=True, timeout=900)
+    if out.returncode != 0:
+        tail = (out.stderr.strip().splitlines() or ["no message"])[-1]
+        raise RuntimeError(f"bench.side {example} {side} ({setting}) ended: {tail}")
+    return int(json.loads(out.stdout.strip().splitlines()[-1])["peak_rss_kb"])
 
 
 def summary(res: dict[str, Any], job: str) -> dict[str, Any]:
@@ -137,13 +161,16 @@ def step_ratio(res: dict[str, Any], num: str, den: str, clock: str = "wall_s") -
 
 def memory_ratios(res: dict[str, Any]) -> dict[str, float]:
     """Tyr's peak RSS and activation memory over plain's, at the same batch: each side's
-    median over its processes (both settings), since one process's peak RSS varies by a few
-    per cent with the allocator's history (up to ±7% between two of the same side)."""
+    median over its processes (both settings; for peak RSS the memory-only processes too),
+    since one process's peak RSS varies by a few per cent with the allocator's history (up to
+    ±7% between two of the same side)."""
     def median(side: str, key: str) -> float:
         return statistics.median(float(res["records"][f"{s}/{side}"][key]) for s in SETTINGS)
 
-    return {key: median("tyr", field) / median("plain", field)
-            for key, field in (("peak_rss", "peak_rss_kb"), ("activation", "activation_bytes"))}
+    peaks = res.get("peak_rss_kb") or {side: [res["records"][f"{s}/{side}"]["peak_rss_kb"]
+                                              for s in SETTINGS] for side in ("tyr", "plain")}
+    return {"peak_rss": statistics.median(peaks["tyr"]) / statistics.median(peaks["plain"]),
+            "activation": median("tyr", "activation_bytes") / median("plain", "activation_bytes")}
 
 
 def run(*, quick: bool = False, steps: int | None = None,
@@ -185,9 +212,12 @@ def rows(result: dict[str, Any]) -> list[Row]:
                for side in ("tyr", "plain")}
         rss = ", ".join(f"{st} {per[f'{st}/tyr']['peak_rss_mb']:.0f} / "
                         f"{per[f'{st}/plain']['peak_rss_mb']:.0f}" for st in SETTINGS)
+        more = "".join(f"; {side} " + " ".join(f"{kb / 1024:.0f}" for kb in kbs[2:])
+                       for side, kbs in res.get("peak_rss_kb", {}).items() if kbs[2:])
         out.append(Row(f"  {example} peak RSS tyr/plain",
                        **judge(res["memory"]["peak_rss"], GOAL_MEMORY, at_most=True, digits=3),
-                       note=f"MB, per process: {rss}"))
+                       note=f"MB, per process: {rss} (tyr / plain); memory-only{more}"
+                            if more else f"MB, per process: {rss}"))
         out.append(Row(f"  {example} activations tyr/plain",
                        **judge(res["memory"]["activation"], GOAL_MEMORY, at_most=True, digits=3),
                        note=f"{per['one/tyr']['activation_mb']:.2f} / "

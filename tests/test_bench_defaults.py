@@ -105,6 +105,12 @@ def test_the_sides_take_turns_and_the_memory_is_compared(monkeypatch):
     # the same model at the same batch saves the same tensors, give or take a few
     assert 0.9 < res["memory"]["activation"] < 1.1
     assert 0.8 < res["memory"]["peak_rss"] < 1.25
+    # a memory-only process a side beside the two stepped ones; the ratio is over all three
+    peaks = res["peak_rss_kb"]
+    assert [len(peaks[s]) for s in ("tyr", "plain")] == [3, 3]
+    assert all(kb > 100_000 for kb in peaks["tyr"] + peaks["plain"])  # torch alone is more
+    assert res["memory"]["peak_rss"] == pytest.approx(
+        sorted(peaks["tyr"])[1] / sorted(peaks["plain"])[1])
     lines = defaults.rows(r)
     judged = [row for row in lines if row.verdict]
     assert len(judged) == 2 + 2  # time per setting; peak RSS and activations
