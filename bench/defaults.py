@@ -212,11 +212,11 @@ def rows(result: dict[str, Any]) -> list[Row]:
                for side in ("tyr", "plain")}
         rss = ", ".join(f"{st} {per[f'{st}/tyr']['peak_rss_mb']:.0f} / "
                         f"{per[f'{st}/plain']['peak_rss_mb']:.0f}" for st in SETTINGS)
-        more = "".join(f"; {side} " + " ".join(f"{kb / 1024:.0f}" for kb in kbs[2:])
-                       for side, kbs in res.get("peak_rss_kb", {}).items() if kbs[2:])
+        more = ", ".join(f"{side} " + " ".join(f"{kb / 1024:.0f}" for kb in kbs[2:])
+                         for side, kbs in res.get("peak_rss_kb", {}).items() if kbs[2:])
         out.append(Row(f"  {example} peak RSS tyr/plain",
                        **judge(res["memory"]["peak_rss"], GOAL_MEMORY, at_most=True, digits=3),
-                       note=f"MB, per process: {rss} (tyr / plain); memory-only{more}"
+                       note=f"MB, per process: {rss} (tyr / plain); memory-only: {more}"
                             if more else f"MB, per process: {rss}"))
         out.append(Row(f"  {example} activations tyr/plain",
                        **judge(res["memory"]["activation"], GOAL_MEMORY, at_most=True, digits=3),
