@@ -15,12 +15,14 @@ RSS and activation memory <= 1.05x plain at the same batch.
 """
 from __future__ import annotations
 
+import json
 import os
 import statistics
+import subprocess
 import sys
 from typing import Any
 
-from bench import Row, judge
+from bench import ROOT, Row, judge
 from bench.standalone import standalone
 
 GOAL_GPT, GOAL_FUSED, GOAL_OTHER, GOAL_MEMORY = 1.10, 1.0, 0.97, 1.05
@@ -32,6 +34,9 @@ PLAN: dict[str, tuple[tuple[str, ...], tuple[int, int]]] = {
     "nanochat": (("tyr", "plain"), (10, 3)),
 }
 SETTINGS = ("defaults", "one")
+# more processes a side, for peak RSS alone: one process's peak varies by up to ±7% with the
+# allocator's history (glibc's heap), so the ratio is a median over five processes a side
+MEMORY_SETTINGS = ("one", "defaults", "one")
 
 
 def bench_example(example: str, quick: bool, steps: int | None = None) -> dict[str, Any]:
@@ -46,8 +51,28 @@ def bench_example(example: str, quick: bool, steps: int | None = None) -> dict[s
         n, warmup = max(4, n // 4), 2
     jobs = {f"{setting}/{side}": (example, side, child_env(side, setting))
             for setting in SETTINGS for side in sides}
-    return {"sides": sides, "steps": n, "warmup": warmup,
-            **take_turns(jobs, steps=n, warmup=warmup)}
+    turns = take_turns(jobs, steps=n, warmup=warmup)
+    peaks = {side: [turns["records"][f"{st}/{side}"]["peak_rss_kb"] for st in SETTINGS]
+             for side in ("tyr", "plain")}
+    short = quick or steps is not None  # a smoke run: one memory-only process a side
+    for k, setting in enumerate(MEMORY_SETTINGS[:1] if short else MEMORY_SETTINGS):
+        for side in ("tyr", "plain") if k % 2 == 0 else ("plain", "tyr"):
+            peaks[side].append(peak_rss_kb(example, side, setting, n + warmup))
+    return {"sides": sides, "steps": n, "warmup": warmup, **turns, "peak_rss_kb": peaks}
+
+
+def peak_rss_kb(example: str, side: str, setting: str, steps: int) -> int:
+    """The peak RSS of one more process of `side` at `setting` that runs `steps` steps
+    alone (`python -m bench.side`), as the stepped processes do."""
+    from bench.side import child_env
+
+    out = subprocess.run([sys.executable, "-m", "bench.side", example, side, "--steps",
+                          str(max(1, steps - 1))], cwd=ROOT, env=child_env(side, setting),
+                         capture_output=True, text=True, timeout=900)
+    if out.returncode != 0:
+        tail = (out.stderr.strip().splitlines() or ["no message"])[-1]
+        raise RuntimeError(f"bench.side {example} {side} ({setting}) ended: {tail}")
+    return int(json.loads(out.stdout.strip().splitlines()[-1])["peak_rss_kb"])
 
 
 def summary(res: dict[str, Any], job: str) -> dict[str, Any]:
@@ -68,13 +93,16 @@ def step_ratio(res: dict[str, Any], num: str, den: str, clock: str = "wall_s") -
 
 def memory_ratios(res: dict[str, Any]) -> dict[str, float]:
     """Tyr's peak RSS and activation memory over plain's, at the same batch: each side's
-    median over its processes (both settings), since one process's peak RSS varies by a few
-    per cent with the allocator's history (up to ±7% between two of the same side)."""
+    median over its processes (both settings; for peak RSS the memory-only processes too),
+    since one process's peak RSS varies by a few per cent with the allocator's history (up to
+    ±7% between two of the same side)."""
     def median(side: str, key: str) -> float:
         return statistics.median(float(res["records"][f"{s}/{side}"][key]) for s in SETTINGS)
 
-    return {key: median("tyr", field) / median("plain", field)
-            for key, field in (("peak_rss", "peak_rss_kb"), ("activation", "activation_bytes"))}
+    peaks = res.get("peak_rss_kb") or {side: [res["records"][f"{s}/{side}"]["peak_rss_kb"]
+                                              for s in SETTINGS] for side in ("tyr", "plain")}
+    return {"peak_rss": statistics.median(peaks["tyr"]) / statistics.median(peaks["plain"]),
+            "activation": median("tyr", "activation_bytes") / median("plain", "activation_bytes")}
 
 
 def run(*, quick: bool = False, steps: int | None = None,
@@ -116,9 +144,12 @@ def rows(result: dict[str, Any]) -> list[Row]:
                for side in ("tyr", "plain")}
         rss = ", ".join(f"{st} {per[f'{st}/tyr']['peak_rss_mb']:.0f} / "
                         f"{per[f'{st}/plain']['peak_rss_mb']:.0f}" for st in SETTINGS)
+        more = ", ".join(f"{side} " + " ".join(f"{kb / 1024:.0f}" for kb in kbs[2:])
+                         for side, kbs in res.get("peak_rss_kb", {}).items() if kbs[2:])
         out.append(Row(f"  {example} peak RSS tyr/plain",
                        **judge(res["memory"]["peak_rss"], GOAL_MEMORY, at_most=True, digits=3),
-                       note=f"MB, per process: {rss}"))
+                       note=f"MB, per process: {rss} (tyr / plain); memory-only: {more}"
+                            if more else f"MB, per process: {rss}"))
         out.append(Row(f"  {example} activations tyr/plain",
                        **judge(res["memory"]["activation"], GOAL_MEMORY, at_most=True, digits=3),
                        note=f"{per['one/tyr']['activation_mb']:.2f} / "

@@ -67,6 +67,18 @@ def test_a_side_alone_reports_its_steps_and_memory():
     assert 10 * 2**20 < rec["activation_bytes"] < 60 * 2**20
 
 
+@pytest.mark.parametrize("example", ["gpt", "diffusion", "flux", "nanochat"])
+def test_both_sides_build_the_same_model(example):
+    """The plain side is the model of the Tyr side's config (the nanochat config of
+    today's layout once made the plain side fail to build)."""
+    counts = {}
+    for name in ("tyr", "plain"):
+        module, opts, data = side.build(example, name, n_batches=1)
+        counts[name] = sorted(p.numel() for p in module.parameters())
+        assert opts and data
+    assert counts["tyr"] == counts["plain"]
+
+
 def test_an_unknown_side_or_example_is_refused_in_one_line():
     done = subprocess.run([sys.executable, "-m", "bench.side", "nanochat", "plain_fused"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -93,6 +105,12 @@ def test_the_sides_take_turns_and_the_memory_is_compared(monkeypatch):
     # the same model at the same batch saves the same tensors, give or take a few
     assert 0.9 < res["memory"]["activation"] < 1.1
     assert 0.8 < res["memory"]["peak_rss"] < 1.25
+    # a memory-only process a side beside the two stepped ones; the ratio is over all three
+    peaks = res["peak_rss_kb"]
+    assert [len(peaks[s]) for s in ("tyr", "plain")] == [3, 3]
+    assert all(kb > 100_000 for kb in peaks["tyr"] + peaks["plain"])  # torch alone is more
+    assert res["memory"]["peak_rss"] == pytest.approx(
+        sorted(peaks["tyr"])[1] / sorted(peaks["plain"])[1])
     lines = defaults.rows(r)
     judged = [row for row in lines if row.verdict]
     assert len(judged) == 2 + 2  # time per setting; peak RSS and activations
