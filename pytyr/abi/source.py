@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from pytyr.abi.loader import load_model_graph
+from pytyr.errors import ConfigError
 from pytyr.ir.graph import Graph
+from pytyr.ir.ranges import attribute_problem
 
 
 class LibraryModels:
@@ -19,7 +21,11 @@ class LibraryModels:
         self.origin = {"lib": str(self.path)}
 
     def graph(self, model: str, values: dict[str, Any]) -> Graph:
-        return load_model_graph(self.path, model, values)
+        graph = load_model_graph(self.path, model, values)
+        problem = attribute_problem(graph, values)
+        if problem:
+            raise ConfigError(f"{self.path}: model '{model}': {problem}")
+        return graph
 
     def declaration(self, model: str) -> None:
         return None

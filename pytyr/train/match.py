@@ -127,10 +127,6 @@ def _fits(t: TensorType, dtype: str, roles: tuple[str, ...], sizes: dict[str, in
             and all(r not in sizes or sizes[r] == d for r, d in zip(roles, t.shape)))
 
 
-# Ops whose attribute `p` is a dropout probability (Tyr/Ops.lean, Tyr/NN.lean).
-DROPOUT_OPS = ("dropout", "causal_attention", "bidirectional_attention", "padded_attention")
-
-
 def check_graph(graph: Graph, where: str, feeds: dict[str, Feed], expects: list[Expect],
                 sizes: dict[str, int], task: str, values: dict[str, Any]) -> None:
     """Raise a ConfigError for the first way `graph` does not fit the task (see module doc)."""
@@ -149,14 +145,6 @@ def check_graph(graph: Graph, where: str, feeds: dict[str, Feed], expects: list[
     if unfed:
         raise ConfigError(f"{head} takes input '{unfed[0]}', which task '{task}' does not feed "
                           f"(it feeds {_feeds_text(feeds, sizes)})")
-    for n in graph.nodes:  # a probability the forward would refuse only once training runs
-        p = n.attrs.get("p") if n.op in DROPOUT_OPS else None
-        if isinstance(p, (int, float)) and not 0 <= p < 1:
-            keys = [k for k, v in _leaves(values) if isinstance(v, (int, float))
-                    and not isinstance(v, bool) and v == p]
-            hint = f" ({', '.join(f'{k} is {p}' for k in keys)})" if keys else ""
-            raise ConfigError(f"{head}: the {n.op} at {n.loc or n.name} has dropout probability "
-                              f"{p}, outside [0, 1){hint}")
     empty = [(f"parameter '{p.path}'", p.shape) for p in graph.params if 0 in p.shape]
     empty += [(f"the {n.op} at {n.loc or n.name}", n.shape) for n in graph.nodes if 0 in n.shape]
     if empty:

@@ -1,0 +1,62 @@
+"""The ranges of op attributes that their type does not state: Lean's `Float` admits any
+value, but a dropout probability of 1.5, a negative norm epsilon or a rotary base of 0 makes
+a model that fails (or computes NaN) only once it runs. Checked on every graph a model source
+gives (`pytyr.pipeline.LeanModels`, a compiled library's), before any work starts."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from pytyr.ir.graph import Graph
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    what: str  # the attribute's meaning, for the message
+    low: float
+    low_open: bool  # `low` itself excluded
+    high: float = math.inf  # always excluded
+
+    def holds(self, v: float) -> bool:
+        return (v > self.low if self.low_open else v >= self.low) and v < self.high
+
+    def __str__(self) -> str:
+        if self.high == math.inf:
+            return f"{'>' if self.low_open else '≥'} {self.low:g}"
+        return f"{'(' if self.low_open else '['}{self.low:g}, {self.high:g})"
+
+
+# By attribute name: each name means one thing across Tyr/*.lean's prims.
+RANGES = {
+    "p": Range("dropout probability", 0, False, 1),  # dropout, the attentions
+    "eps": Range("epsilon", 0, False),  # the norms
+    "base": Range("rotary base", 0, True),  # rotary, rotary_at
+    "theta": Range("rotary theta", 0, True),  # Flux's grid rotary
+    "cap": Range("softcap", 0, True),  # cap * tanh(x / cap)
+}
+
+
+def _leaves(values: Any, prefix: str) -> list[tuple[str, Any]]:
+    if isinstance(values, dict):
+        return [kv for k, v in values.items() for kv in _leaves(v, f"{prefix}.{k}")]
+    return [(prefix, values)]
+
+
+def attribute_problem(graph: Graph, values: dict[str, Any]) -> str | None:
+    """The first attribute of `graph` outside its range, said in a line that names the node's
+    source place and the config values (`values`, the model's) that hold the number."""
+    for n in graph.nodes:
+        for name, v in n.attrs.items():
+            rule = RANGES.get(name)
+            if rule is None or isinstance(v, bool) or not isinstance(v, (int, float)):
+                continue
+            if rule.holds(v):
+                continue
+            keys = [k for k, x in _leaves(values, "model") if isinstance(x, (int, float))
+                    and not isinstance(x, bool) and x == v]
+            hint = f" ({', '.join(f'{k} is {v}' for k in keys)})" if keys else ""
+            outside = "outside" if rule.high != math.inf else "it must be"
+            return (f"the {n.op} at {n.loc or n.name} has {rule.what} {v}, {outside} "
+                    f"{rule}{hint}")
+    return None
