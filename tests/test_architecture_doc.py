@@ -1,5 +1,6 @@
-"""docs/architecture.md's module table is the tree: every module of pytyr/ is named in it, and
-every path it names exists."""
+"""The docs' claims about structure hold: docs/architecture.md's module table is the tree
+(every module of pytyr/ named in it, every path it names there), and every Python name the
+docs give (`pytyr.train.model.RunModel`) exists."""
 from __future__ import annotations
 
 import re
@@ -45,3 +46,33 @@ def test_the_reader_expands_siblings_and_braces():
             "prose naming `pytyr/gone.py` outside a table\n")
     assert named_modules(text) == {"pytyr/lean/lexer.py", "pytyr/lean/numerals.py",
                                    "pytyr/kernels/copy.py", "pytyr/kernels/norms.py"}
+
+
+ENTRY_POINT_GROUPS = {"pytyr.tasks"}  # names of entry-point groups, not modules
+
+
+def _resolves(dotted: str) -> bool:
+    import importlib
+
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def test_every_python_name_the_docs_give_exists():
+    bad = []
+    for doc in [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]:
+        for m in re.finditer(r"`[^`]*?\b(pytyr(?:\.\w+)+)", doc.read_text(encoding="utf-8")):
+            if m.group(1) not in ENTRY_POINT_GROUPS and not _resolves(m.group(1)):
+                bad.append(f"{doc.relative_to(ROOT)}: {m.group(1)}")
+    assert not bad, "names that do not exist:\n" + "\n".join(bad)
+    assert not _resolves("pytyr.train.run.make_factory")  # the check can fail
