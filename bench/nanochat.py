@@ -8,9 +8,11 @@ model gets copies of the Tyr module's weights and both sides step with the optim
 `tyr train` builds from that config's `train` table (Muon for the hidden matrices, AdamW for
 the embedding and the head): forward, backward, both optimizers. Steps ALTERNATE between the
 sides (order swapped every round) after a warm-up; the losses and final parameters are
-compared as evidence of the same math. Both sides see the same random token batches
-(`batches`: the `bpb_lm` task that `tyr train` feeds reads shards not in a checkout). Goal:
-plain/tyr >= 0.97.
+compared as evidence of the same math. Both sides see the same batches, made as `tyr train`
+makes them (`batches`): the `training_batch(k)` of that config's `bpb_lm` task at the
+benchmark's batch and sequence sizes, reading a small data set written into a temporary
+directory at the start (`write_data`: seeded random documents of ids below `c.vocab` through
+`tyr data prepare`'s code, as the real shards are not in a checkout). Goal: plain/tyr >= 0.97.
 
 Decoding: `max_new` tokens after a short prompt at temperature 0, uncached (the
 `nanochatJanLogits` graph of each context length, the whole context every token) and cached
@@ -22,12 +24,14 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from bench import ROOT, Row, alternate_steps, pair_rows, summarize
+from bench import ROOT, Row, alternate_steps, pair_rows, summarize, task_batches
 from bench.plain_nanochat import Config, NanoChat
 from bench.standalone import standalone
 
@@ -51,14 +55,35 @@ def build_pair(c: dict[str, Any], b: int, t: int, seed: int = 0) -> tuple[Any, N
     return tyr, plain
 
 
+def write_data(root: Path, vocab: int, t: int, docs: int, val_docs: int, seed: int) -> Path:
+    """A `tyr data prepare` data set in `root/shards`: `docs` train and `val_docs` val
+    documents of t..2t seeded random ids below `vocab - 1`, BOS (`vocab - 1`) before each, so
+    every document starts one BOS-aligned row; the tokenizer is `vocab - 1` characters + BOS."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pytyr.data.prepare import prepare_parquet
+    from pytyr.data.tokenizer import BOS, CharTokenizer
+
+    chars = [chr(0x4E00 + i) for i in range(vocab - 1)]  # CJK ideographs: vocab <= 20,993
+    rng = np.random.default_rng(seed)
+    texts = ["".join(chars[i] for i in rng.integers(0, vocab - 1, rng.integers(t, 2 * t + 1)))
+             for _ in range(val_docs + docs)]
+    pq.write_table(pa.table({"text": texts}), root / "docs.parquet")
+    prepare_parquet(root / "docs.parquet", CharTokenizer(chars, BOS), root / "shards",
+                    val_tokens=sum(len(x) + 1 for x in texts[:val_docs]), progress=False)
+    return root / "shards"
+
+
 def batches(c: dict[str, Any], b: int, t: int, n: int, seed: int
             ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """`n` random (idx, targets) batches of `b` x `t` tokens below `c.vocab`. Not the `bpb_lm`
-    task's `training_batch`, which `tyr train` uses: its token shards are built by
-    scripts/nanochat/prepare_data.sh, not part of a checkout; a step's work does not depend
-    on the ids."""
-    gen = torch.Generator().manual_seed(seed)
-    return [tuple(torch.randint(0, c["vocab"], (2, b, t), generator=gen)) for _ in range(n)]
+    """`n` (idx, targets) batches of `b` x `t` tokens as `tyr train` makes them: the
+    `training_batch(k)` of the January config's `bpb_lm` task over `write_data`'s data set
+    of ids below `c.vocab` (`n * b` train documents, one step of val: a row each)."""
+    with tempfile.TemporaryDirectory(prefix="tyr-bench-nanochat-") as tmp:
+        data = write_data(Path(tmp), c["vocab"], t, n * b + b, b, seed)
+        return task_batches({**recipe()["task"], "data": str(data), "seq": t}, b, n, seed)
 
 
 def _optimizers(module: torch.nn.Module, train: dict[str, Any]) -> list[torch.optim.Optimizer]:

@@ -14,7 +14,8 @@ AdamW) or `plain_fused` (with `AdamW(fused=True)`). The setting is the environme
 gives (`child_env`).
 
 Batches: the example's bench module's `batches` (the task's `training_batch`, as `tyr train`
-makes them; nanochat's random tokens, see `bench.nanochat.batches`), the same on every side.
+makes them; nanochat's over a data set written at the start, see `bench.nanochat.batches`),
+the same on every side.
 
 A process reports the wall and process CPU time of each step, the threads used and why, its
 peak RSS, its RSS before the model was built, and the activation memory of one step: the
