@@ -97,6 +97,32 @@ def test_the_benchmark_compares_the_same_math():
     assert rows and all(isinstance(row, Row) and row.what for row in rows)
 
 
+def test_the_benchmark_batches_are_the_bpb_lm_task_s(tmp_path, monkeypatch):
+    """The batches come from the January config's task over a data set written for the run
+    (BOS-aligned rows of ids below the vocab, targets the next ids), reproducible from the
+    seed, every row a different document, and the data set removed afterwards."""
+    import tempfile
+
+    import torch
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    vocab = nanochat.recipe()["model"]["c"]["vocab"]
+    c = {"vocab": vocab}
+    data = nanochat.batches(c, 3, 16, 4, 1)
+    assert list(tmp_path.iterdir()) == []
+    assert len(data) == 4 and all(len(b) == 2 for b in data)
+    rows = set()
+    for idx, targets in data:
+        assert idx.shape == targets.shape == (3, 16) and idx.dtype == torch.int64
+        assert torch.equal(idx[:, 1:], targets[:, :-1])
+        assert (idx[:, 0] == vocab - 1).all() and int(idx.max()) < vocab  # the BOS is last
+        rows |= {tuple(r) for r in idx.tolist()}
+    assert len(rows) == 12
+    again, other = nanochat.batches(c, 3, 16, 4, 1), nanochat.batches(c, 3, 16, 4, 2)
+    assert all(torch.equal(a, b) for x, y in zip(data, again) for a, b in zip(x, y))
+    assert not torch.equal(data[0][0], other[0][0])
+
+
 def test_the_configs_carry_nanochat_s_optimizer_settings(tmp_path):
     configs = [str(ROOT / "examples" / "nanochat" / f) for f in
                ("config.json", "debug.json", "gpu.json")]
