@@ -110,6 +110,15 @@ class NanoChat(nn.Module):
         self.register_buffer("cos", theta.cos().float(), persistent=False)
         self.register_buffer("sin", theta.sin().float(), persistent=False)
 
+    def init_weights(self, seed: int = 0) -> NanoChat:
+        """Seeded weights, as a plain script draws them: normal, 1/sqrt(fan-in) (the module's
+        tensors are made empty; `bench.nanochat.build_pair` copies the Tyr side's instead)."""
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for p in self.parameters():
+                p.normal_(0.0, p.shape[-1] ** -0.5, generator=g)
+        return self
+
     def forward(self, idx: torch.Tensor, targets: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         t = idx.size(1)

@@ -101,7 +101,7 @@ def build(example: str, side: str, n_batches: int = 8) -> tuple[Any, list[Any], 
                                  checkpoint)
         else:
             from bench.plain_nanochat import Config, NanoChat
-            module = NanoChat(Config.from_lean(c))
+            module = NanoChat(Config.from_lean(c)).init_weights()
         # nanochat's own code steps with Muon and AdamW: the same optimizers on both sides
         return module, nanochat._optimizers(module, cfg["train"]), data
     raise ValueError(f"unknown example {example!r}; one of {', '.join(EXAMPLES)}")
