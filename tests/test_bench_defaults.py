@@ -70,12 +70,16 @@ def test_a_side_alone_reports_its_steps_and_memory():
 @pytest.mark.parametrize("example", ["gpt", "diffusion", "flux", "nanochat"])
 def test_both_sides_build_the_same_model(example):
     """The plain side is the model of the Tyr side's config (the nanochat config of
-    today's layout once made the plain side fail to build)."""
+    today's layout once made the plain side fail to build), and both step on real numbers
+    (the plain nanochat's empty tensors once made every loss NaN)."""
+    import math
+
     counts = {}
     for name in ("tyr", "plain"):
         module, opts, data = side.build(example, name, n_batches=1)
         counts[name] = sorted(p.numel() for p in module.parameters())
         assert opts and data
+        assert math.isfinite(side.step(module, opts, data[0])), (example, name)
     assert counts["tyr"] == counts["plain"]
 
 
