@@ -33,7 +33,6 @@ from pytyr.train.task import (
     SampleOutput,
     StepRNG,
     Task,
-    TaskContext,
     check_rows,
     epoch_rows,
 )
@@ -72,9 +71,7 @@ class ImageFlow(Task):
     Options = ImageFlowOptions
     SampleOptions = ImageSampleOptions
 
-    def __init__(self, options: ImageFlowOptions, ctx: TaskContext):
-        super().__init__(options, ctx)
-        self.train_set: Any = None
+    train_set: Any = None  # set by prepare()
 
     def feeds(self) -> dict[str, Feed]:
         return {"img": Feed("f32", IMAGE), "timesteps": Feed("f32", ("batch",)),

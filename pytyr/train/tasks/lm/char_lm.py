@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from pytyr.config import setting
-from pytyr.train.task import Batch, TaskContext, character_corpus
+from pytyr.train.task import Batch, character_corpus
 from pytyr.train.tasks import register
 from pytyr.train.tasks.lm.task import LanguageModelTask
 
@@ -31,9 +31,7 @@ class CharLM(LanguageModelTask):
     name = "char_lm"
     Options = CharLMOptions
 
-    def __init__(self, options: CharLMOptions, ctx: TaskContext):
-        super().__init__(options, ctx)
-        self.data: Any = None
+    data: Any = None  # set by prepare()
 
     def prepare(self) -> str:
         self.data, self.stream, self.evals = character_corpus(

@@ -40,7 +40,6 @@ from pytyr.train.task import (
     SampleOutput,
     StepRNG,
     Task,
-    TaskContext,
     character_corpus,
 )
 from pytyr.train.tasks import register
@@ -84,9 +83,7 @@ class MaskedDiffusion(Task):
     Options = MDLMOptions
     SampleOptions = UnmaskSampleOptions
 
-    def __init__(self, options: MDLMOptions, ctx: TaskContext):
-        super().__init__(options, ctx)
-        self.data: Any = None
+    data: Any = None  # set by prepare()
 
     def feeds(self) -> dict[str, Feed]:
         return {"ids": IDS, "targets": TOKENS, "weights": Feed("f32", ("batch", "seq"))}
