@@ -98,6 +98,17 @@ def parse_set(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def flatten(values: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested table's leaves by dotted key: `{"c": {"vocab": 65}}` → `{"c.vocab": 65}`
+    (under `prefix`: `model.c.vocab`)."""
+    if not isinstance(values, dict):
+        return {prefix: values} if prefix else {}
+    out: dict[str, Any] = {}
+    for k, v in values.items():
+        out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
 def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     """`over` on top of `base`, tables merged key by key."""
     out = dict(base)

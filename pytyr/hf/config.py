@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytyr.config import merge, read_json, show
+from pytyr.config import flatten, merge, read_json, show
 from pytyr.errors import ConfigError
 from pytyr.paths import input_file
 
@@ -34,13 +34,13 @@ class HFConfig:
     def describe(self, explicit: dict[str, Any]) -> list[str]:
         """Lines for the output: what was read, and which values `explicit` (the command
         line's model table) overrides."""
-        flat = _flatten(self.values)
+        flat = flatten(self.values)
         shown = ", ".join(f"{k}={flat[k]}" for k in flat)
         lines = [f"model config from {self.path} ({self.family.name}): {shown}"]
         if self.defaulted:
             lines.append(f"  absent there, HF's defaults used: {', '.join(self.defaulted)}")
         over = [f"{k}={show(v)} (not {flat[k]} from {self.sources[k]})"
-                for k, v in _flatten(explicit).items() if k in flat and v != flat[k]]
+                for k, v in flatten(explicit).items() if k in flat and v != flat[k]]
         if over:
             lines.append(f"  --config/--set override: {', '.join(over)}")
         if self.not_read:
@@ -152,12 +152,3 @@ def _put(values: dict[str, Any], dotted: str, value: Any) -> None:
     for t in tables:
         values = values.setdefault(t, {})
     values[last] = value
-
-
-def _flatten(values: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(values, dict):
-        return {prefix: values} if prefix else {}
-    out: dict[str, Any] = {}
-    for k, v in values.items():
-        out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
-    return out

@@ -8,6 +8,7 @@ import dataclasses
 import math
 from typing import Any
 
+from pytyr.config import flatten
 from pytyr.ir.graph import Graph
 
 
@@ -37,12 +38,6 @@ RANGES = {
 }
 
 
-def _leaves(values: Any, prefix: str) -> list[tuple[str, Any]]:
-    if isinstance(values, dict):
-        return [kv for k, v in values.items() for kv in _leaves(v, f"{prefix}.{k}")]
-    return [(prefix, values)]
-
-
 def attribute_problem(graph: Graph, values: dict[str, Any]) -> str | None:
     """The first attribute of `graph` outside its range, said in a line that names the node's
     source place and the config values (`values`, the model's) that hold the number."""
@@ -53,7 +48,7 @@ def attribute_problem(graph: Graph, values: dict[str, Any]) -> str | None:
                 continue
             if rule.holds(v):
                 continue
-            keys = [k for k, x in _leaves(values, "model") if isinstance(x, (int, float))
+            keys = [k for k, x in flatten(values, "model").items() if isinstance(x, (int, float))
                     and not isinstance(x, bool) and x == v]
             hint = f" ({', '.join(f'{k} is {v}' for k in keys)})" if keys else ""
             outside = "outside" if rule.high != math.inf else "it must be"

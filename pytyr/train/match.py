@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytyr.config import show
+from pytyr.config import flatten, show
 from pytyr.errors import ConfigError
 from pytyr.ir.graph import Graph, TensorType
 from pytyr.pipeline import ModelDecl
@@ -102,22 +102,16 @@ def fill_config_fields(decl: ModelDecl | None, values: dict[str, Any], feeds: di
     return out, open_fields
 
 
-def _leaves(values: Any, prefix: str = "model") -> list[tuple[str, Any]]:
-    if isinstance(values, dict):
-        return [kv for k, v in values.items() for kv in _leaves(v, f"{prefix}.{k}")]
-    return [(prefix, values)]
-
-
 def _hint(values: dict[str, Any], dims: tuple[int, ...], want: tuple[int | None, ...]) -> str:
     """Which config values gave the wrong dims (`model.c.vocab is 65`), when that is clear."""
     bad = {d for d, w in zip(dims, want) if w is not None and d != w}
-    keys = [f"{k} is {v}" for k, v in _leaves(values)
+    keys = [f"{k} is {v}" for k, v in flatten(values, "model").items()
             if isinstance(v, int) and not isinstance(v, bool) and v in bad]
     return f" ({', '.join(keys)})" if keys else ""
 
 
 def _zero_hint(values: dict[str, Any]) -> str:
-    zeros = [k for k, v in _leaves(values) if v == 0 and not isinstance(v, bool)
+    zeros = [k for k, v in flatten(values, "model").items() if v == 0 and not isinstance(v, bool)
              and isinstance(v, int)]
     return f" ({', '.join(f'{k} is 0' for k in zeros)})" if zeros else ""
 
