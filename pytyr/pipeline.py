@@ -11,9 +11,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
 from .ir.graph import Graph
-from .ir.ranges import attribute_problem
+from .ir.ranges import check_attributes
 from .ir.validate import load_graph
 from .lean import LeanSignatures, instantiate_model, load
 
@@ -63,9 +62,7 @@ class LeanModels:
         checked = load_graph(graph.to_json(indent=None), self.signatures,
                              source=f"{self.path}:{model}")
         checked.stacks = graph.stacks  # the front end's knowledge, not in the IR's JSON
-        problem = attribute_problem(checked, values)
-        if problem:
-            raise ConfigError(f"{self.declaration(model).where}: model '{model}': {problem}")
+        check_attributes(checked, values, self.declaration(model).where)
         return checked
 
     def declaration(self, model: str) -> ModelDecl:

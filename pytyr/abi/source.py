@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from pytyr.abi.loader import load_model_graph
-from pytyr.errors import ConfigError
 from pytyr.ir.graph import Graph
-from pytyr.ir.ranges import attribute_problem
+from pytyr.ir.ranges import check_attributes
 
 
 class LibraryModels:
@@ -22,9 +21,7 @@ class LibraryModels:
 
     def graph(self, model: str, values: dict[str, Any]) -> Graph:
         graph = load_model_graph(self.path, model, values)
-        problem = attribute_problem(graph, values)
-        if problem:
-            raise ConfigError(f"{self.path}: model '{model}': {problem}")
+        check_attributes(graph, values, str(self.path))
         return graph
 
     def declaration(self, model: str) -> None:

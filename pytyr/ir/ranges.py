@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 from pytyr.config import flatten
+from pytyr.errors import ConfigError
 from pytyr.ir.graph import Graph
 
 
@@ -36,6 +37,13 @@ RANGES = {
     "theta": Range("rotary theta", 0, True),  # Flux's grid rotary
     "cap": Range("softcap", 0, True),  # cap * tanh(x / cap)
 }
+
+
+def check_attributes(graph: Graph, values: dict[str, Any], where: str) -> None:
+    """A ConfigError at `where` (the model's place) for the first attribute out of range."""
+    problem = attribute_problem(graph, values)
+    if problem:
+        raise ConfigError(f"{where}: model '{graph.model}': {problem}")
 
 
 def attribute_problem(graph: Graph, values: dict[str, Any]) -> str | None:
