@@ -40,26 +40,18 @@ RANGES = {
 
 
 def check_attributes(graph: Graph, values: dict[str, Any], where: str) -> None:
-    """A ConfigError at `where` (the model's place) for the first attribute out of range."""
-    problem = attribute_problem(graph, values)
-    if problem:
-        raise ConfigError(f"{where}: model '{graph.model}': {problem}")
-
-
-def attribute_problem(graph: Graph, values: dict[str, Any]) -> str | None:
-    """The first attribute of `graph` outside its range, said in a line that names the node's
-    source place and the config values (`values`, the model's) that hold the number."""
+    """A ConfigError at `where` (the model's place) for the first attribute of `graph` outside
+    its range, naming the node's source place and the config values (`values`, the model's)
+    that hold the number."""
     for n in graph.nodes:
         for name, v in n.attrs.items():
             rule = RANGES.get(name)
-            if rule is None or isinstance(v, bool) or not isinstance(v, (int, float)):
-                continue
-            if rule.holds(v):
+            if (rule is None or isinstance(v, bool) or not isinstance(v, (int, float))
+                    or rule.holds(v)):
                 continue
             keys = [k for k, x in flatten(values, "model").items() if isinstance(x, (int, float))
                     and not isinstance(x, bool) and x == v]
             hint = f" ({', '.join(f'{k} is {v}' for k in keys)})" if keys else ""
             outside = "outside" if rule.high != math.inf else "it must be"
-            return (f"the {n.op} at {n.loc or n.name} has {rule.what} {v}, {outside} "
-                    f"{rule}{hint}")
-    return None
+            raise ConfigError(f"{where}: model '{graph.model}': the {n.op} at {n.loc or n.name} "
+                              f"has {rule.what} {v}, {outside} {rule}{hint}")
