@@ -59,7 +59,8 @@ def test_bad_config_fails_before_training(tmp_path, cache, capsys, override, fra
 def test_a_model_that_does_not_fit_the_task_is_named_with_its_place(tmp_path, cache, capsys):
     # The MLP takes x : T #[b, c.inputs] and y : IT #[b]; the LM task feeds idx and targets.
     assert main(["train", "examples/mlp/MLP.lean", "--model", "mlp", "--config",
-                 "examples/gpt/config.json", "--set", f"task.cache_dir={cache}", "-q"]) == 1
+                 "examples/gpt/config.json", "--set", f"task.cache_dir={cache}",
+                 "--set", f"out={tmp_path / 'run'}", "-q"]) == 1
     err = capsys.readouterr().err
     assert "examples/mlp/MLP.lean:" in err and "model 'mlp' takes input 'x' : T #[b, c.inputs], " \
         "which task 'char_lm' does not feed (it feeds idx : IT [batch=12, seq=64]" in err
