@@ -50,6 +50,19 @@ def test_auto_keeps_the_faster_count_measured_alternately(t1, t4, want):
     assert f"{t1 * 1e3:.0f} ms at 1 thread" in choice.line()
 
 
+def test_a_timed_step_follows_a_step_at_the_same_count():
+    calls: list[int] = []
+
+    def step():  # 10 ms at 4 threads once the team is awake, 40 ms right after a switch
+        n = torch.get_num_threads()
+        switched = bool(calls) and calls[-1] != n
+        calls.append(n)
+        time.sleep(0.020 if n == 1 else 0.040 if switched else 0.010)
+
+    choice = choose_threads("auto", step, device=CPU)
+    assert choice.threads == 4 and "10 ms at 4" in choice.reason
+
+
 @pytest.mark.parametrize("wait,want", [("PASSIVE", 4), ("ACTIVE", 1), (None, 1)])
 def test_where_idle_threads_spin_more_threads_must_save_a_quarter(monkeypatch, wait, want):
     if wait is None:

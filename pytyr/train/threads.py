@@ -6,8 +6,10 @@ other at every op, and a core taken by another process stalls them all (the GPT 
 `train.threads = "auto"` (the default) times the run's own training step, forward and
 backward on its first micro-batch, at one thread and at every core this process may use,
 alternately (3 rounds, up to 25 for a short step: the median of many is steady on a busy
-machine), and keeps the faster (more threads must win by 10%). The count then stays fixed:
-results differ in the last bits between thread counts, so the run records it and a resume
+machine), and keeps the faster. Each timed step follows an untimed one at the same count:
+the first step after a switch pays for waking the thread team at every op (on an idle
+machine the GPT step at 2 threads timed 43 ms so, then ran at 38 ms). The count then stays
+fixed: results differ in the last bits between thread counts, so the run records it and a resume
 uses it again (`--resume` stays bit-exact).
 
 Idle OpenMP threads spin for a while after each op unless `OMP_WAIT_POLICY=PASSIVE`. On a
@@ -18,9 +20,9 @@ the core its partner needs and the same step took 2.4-21x one thread's time
 arrives later, more threads must save a quarter of the time where idle threads spin, a
 tenth where they sleep.
 
-The C attention kernel runs at one thread only (`pytyr/kernels/attention_cpu.py`): the
-step timed at one thread is the step with the kernel, the one at every core is torch's,
-so the choice weighs the kernel too.
+The C attention kernel runs on torch's threads where it can (`pytyr/kernels/native.py`),
+else at one thread only: then the step timed at one thread is the step with the kernel and
+the one at every core is torch's, so the choice weighs the kernel too.
 
 Nothing is measured where the choice is someone else's: an explicit `train.threads`,
 `OMP_NUM_THREADS` or `MKL_NUM_THREADS` in the environment (torchrun sets 1 per rank), a CUDA
@@ -41,7 +43,7 @@ MARGIN = 0.9  # more threads must take at most this fraction of one thread's tim
 SPIN_MARGIN = 0.75  # the same where idle threads spin (no OMP_WAIT_POLICY=PASSIVE)
 TINY_S = 0.002  # a step this short at one thread gains nothing from more
 ROUNDS = (3, 25)  # alternating rounds: at least 3, more for short steps, within BUDGET_S
-BUDGET_S = 0.6
+BUDGET_S = 1.2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +81,9 @@ def _margin() -> tuple[float, str]:
 
 
 def _timed(step: Callable[[], None], threads: int) -> float:
+    """One step at `threads`, timed after an untimed one (the team is awake, as in a run)."""
     torch.set_num_threads(threads)
+    step()
     t0 = time.perf_counter()
     step()
     return time.perf_counter() - t0
@@ -105,14 +109,12 @@ def choose_threads(setting: int | str, step: Callable[[], None], *, device: torc
     if cores == 1:
         torch.set_num_threads(1)
         return ThreadChoice(1, "one usable core")
-    _timed(step, 1)  # warm-up: first-call costs (a kernel build, allocator growth)
-    one = _timed(step, 1)
+    one = _timed(step, 1)  # its untimed step pays first-call costs (a kernel build, ...)
     if one < TINY_S:
         torch.set_num_threads(1)
         return ThreadChoice(1, f"auto: a step takes {one * 1e3:.1f} ms, too small to share")
-    _timed(step, cores)
     times: dict[int, list[float]] = {1: [one], cores: []}
-    rounds = max(ROUNDS[0], min(ROUNDS[1], int(BUDGET_S / (2 * one))))
+    rounds = max(ROUNDS[0], min(ROUNDS[1], int(BUDGET_S / (4 * one))))  # 2 steps a time
     for r in range(rounds):
         for n in ((cores, 1) if r % 2 == 0 else (1, cores)):
             times[n].append(_timed(step, n))
