@@ -3,6 +3,10 @@ gradients against torch's SDPA in float64 over generated shapes and layouts, its
 and its use by the executor."""
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -115,16 +119,60 @@ def test_the_static_contract_names_the_dimension():
     assert attention_cpu.static_refusal(64, 8) == "d=8 is not a multiple of 16 in 16..256"
 
 
-def test_several_threads_on_a_large_problem_use_torch():
+def test_several_threads_on_a_large_problem_use_the_kernel_only_on_torchs_team(monkeypatch):
     q, k, v = _qkv(8, 4, 64, 32, "separate")
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
+        assert attention_cpu.runs_here(q, k, v) == (native.threaded()
+                                                    and native.unavailable() is None)
+        monkeypatch.setattr(native, "threaded", lambda: False)  # another OpenMP runtime
         assert not attention_cpu.runs_here(q, k, v)
         torch.set_num_threads(1)
-        assert attention_cpu.runs_here(q, k, v)
+        assert attention_cpu.runs_here(q, k, v) == (native.unavailable() is None)
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.skipif(not native.threaded(), reason="torch does not run on GNU OpenMP here")
+def test_every_thread_count_gives_the_same_bits():
+    q, k, v = (x.requires_grad_() for x in _qkv(6, 4, 64, 32, "packed"))
+    dy = torch.randn(6, 4, 64, 32, generator=torch.Generator().manual_seed(3))
+    before, got = torch.get_num_threads(), []
+    try:
+        for n in (1, 2, 3):
+            torch.set_num_threads(n)
+            assert attention_cpu.runs_here(q, k, v)
+            y = attention_cpu.attention(q, k, v)
+            got.append((y, *torch.autograd.grad(y, (q, k, v), dy)))
+    finally:
+        torch.set_num_threads(before)
+    assert all(torch.equal(a, b) for other in got[1:] for a, b in zip(got[0], other))
+    assert torch.allclose(got[0][0], _sdpa(q, k, v), atol=1e-5)
+
+
+def test_the_library_runs_on_torchs_own_openmp_runtime():
+    omp = native.torch_openmp()
+    if omp is None:
+        pytest.skip("torch does not run on GNU OpenMP here")
+    assert native.unavailable() is None
+    maps = Path("/proc/self/maps").read_text()
+    gomp = {line.split()[-1] for line in maps.splitlines() if "libgomp" in line}
+    assert gomp == {str(omp)}  # loading the kernels brought no second runtime
+
+
+def test_a_compiled_graph_has_no_break_for_the_kernel(one_thread):
+    q, k, v = _qkv(2, 2, 32, 32, "separate")
+    compiled = torch.compile(attention_cpu.attention, backend="aot_eager", fullgraph=True)
+    assert torch.allclose(compiled(q, k, v), attention_cpu.attention(q, k, v), atol=1e-5)
+
+
+def test_importing_the_kernel_does_not_import_dynamo():
+    code = ("import sys, pytyr.kernels.attention_cpu, pytyr.exec; "
+            "print('torch._dynamo' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "False"  # 1.6 s at every lowering, when it was imported
 
 
 def test_the_executor_routes_attention_and_keeps_sdpa_for_dropout(one_thread):

@@ -9,9 +9,11 @@ through one register tile. The output and the gradients are written straight int
 [b, t, h, d] layout the heads came from and go back to (merging heads is then a view).
 
 The contract (`runs_here`): q, k, v float32 CPU tensors of one shape [b, h, t, d], last
-dimension contiguous; t and d multiples of 16, t <= 256, d <= 256; no dropout; and either
-one torch thread or a small problem (the kernel is one thread). Elsewhere
-`F.scaled_dot_product_attention` runs. Values agree with torch's within float rounding
+dimension contiguous; t and d multiples of 16, t <= 256, d <= 256; no dropout. The heads are
+shared among torch's threads where the library runs on torch's OpenMP team
+(`native.threaded()`, torch's Linux wheels); elsewhere the kernel takes one torch thread or
+a small problem only. Outside the contract `F.scaled_dot_product_attention` runs. Values
+agree with torch's within float rounding, and are the same at every thread count
 (tests/test_attention_cpu.py).
 """
 from __future__ import annotations
@@ -47,8 +49,13 @@ def runs_here(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
         return False
     if not q.shape == k.shape == v.shape or static_refusal(q.shape[2], q.shape[3]):
         return False
-    return ((q.numel() < SMALL or torch.get_num_threads() == 1)
+    return ((q.numel() < SMALL or torch.get_num_threads() == 1 or native.threaded())
             and native.unavailable() is None)
+
+
+def _threads(q: torch.Tensor) -> int:
+    """The threads a call shares its heads among: torch's count, one on a small problem."""
+    return 1 if q.numel() < SMALL or not native.threaded() else torch.get_num_threads()
 
 
 def _at(x: torch.Tensor) -> tuple[int, ctypes.Array]:
@@ -75,7 +82,7 @@ class _CausalAttention(torch.autograd.Function):
         y = _heads_like(q)
         stats = torch.empty(b, h, t, 2, dtype=q.dtype)  # per row: max score, 1 / sum
         _check(lib.tyr_attention_causal_fwd_f32(
-            b, h, t, d, 1.0 / math.sqrt(d), *_at(q), *_at(k), *_at(v), *_at(y),
+            _threads(q), b, h, t, d, 1.0 / math.sqrt(d), *_at(q), *_at(k), *_at(v), *_at(y),
             stats.data_ptr()), "forward")
         ctx.save_for_backward(q, k, v, stats)
         return y
@@ -90,15 +97,15 @@ class _CausalAttention(torch.autograd.Function):
             dy = dy.contiguous()
         dq, dk, dv = _heads_like(q), _heads_like(q), _heads_like(q)
         _check(lib.tyr_attention_causal_bwd_f32(
-            b, h, t, d, 1.0 / math.sqrt(d), *_at(q), *_at(k), *_at(v), stats.data_ptr(),
+            _threads(q), b, h, t, d, 1.0 / math.sqrt(d), *_at(q), *_at(k), *_at(v), stats.data_ptr(),
             *_at(dy), *_at(dq), *_at(dk), *_at(dv)), "backward")
         return dq, dk, dv
 
 
-# torch.compile cannot trace a ctypes call: the kernel runs eagerly there, a clean graph break
-@torch.compiler.disable
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Causal `softmax(q kᵀ / √d) v` over [b, h, t, d], by the kernel where `runs_here`."""
-    if runs_here(q, k, v):
+    # torch.compile cannot trace a ctypes call: a compiled graph gets SDPA, which it fuses.
+    # (`torch.compiler.disable` instead would import dynamo, 1.6 s, at every lowering.)
+    if not torch.compiler.is_compiling() and runs_here(q, k, v):
         return _CausalAttention.apply(q, k, v)
     return F.scaled_dot_product_attention(q, k, v, is_causal=True)

@@ -4,17 +4,24 @@ Torch's CPU ops are generic; a whole-op pass does less work when written for the
 the graph has (docs/kernels.md, "CPU kernels"). The C source is compiled by the system's
 compiler (`$CC`, else `cc`) for x86-64 with AVX2 and FMA into a cache directory
 (`$TYR_CACHE_DIR`, else `$XDG_CACHE_HOME/tyr`, else `~/.cache/tyr`), under a name keyed by
-the source, the flags and the compiler: processes share one build, a changed source is
-rebuilt, and a build is written to a temporary name and renamed, so a reader never sees half
-a library. Nothing is built or loaded when a model is lowered (`static_refusal` is all the
-lowering asks): the first call of a kernel does it, once per process, and a kept build opens
-in about a millisecond (ctypes: no declarations to parse). `unavailable()` says why the
-kernels cannot run here (another architecture, a CPU without AVX2, no compiler, a failed
-build); the callers then run torch's ops.
+the source, the flags, the compiler and the OpenMP runtime: processes share one build, a
+changed source is rebuilt, and a build is written to a temporary name and renamed, so a
+reader never sees half a library. Nothing is built or loaded when a model is lowered
+(`static_refusal` is all the lowering asks): the first call of a kernel does it, once per
+process, and a kept build opens in about a millisecond (ctypes: no declarations to parse).
+`unavailable()` says why the kernels cannot run here (another architecture, a CPU without
+AVX2, no compiler, a failed build); the callers then run torch's ops.
+
+Threads: where torch runs on GNU OpenMP (its wheels for Linux bring their own `libgomp`, in
+this process once torch is imported) the library is compiled with `-fopenmp` and linked
+against that very file, so a kernel's parallel loop runs on torch's own thread team, sized by
+`torch.set_num_threads` — never a second pool competing for the cores. Elsewhere it is
+compiled without, and the kernels run at one thread only (`threaded()`).
 """
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import platform
@@ -32,10 +39,10 @@ CSRC = Path(__file__).parent / "csrc"
 SOURCES = (CSRC / "attention.c",)  # one library
 HEADERS = (CSRC / "vec.h",)
 # The exported functions' C signatures (csrc/attention.c), as ctypes argument types: the
-# (nb, nh, t, d) ints, the float scale, then a float pointer and a `long[3]` of strides for
-# each tensor (the forward's `stats` and the backward's `stats` have no strides).
+# (threads, nb, nh, t, d) ints, the float scale, then a float pointer and a `long[3]` of
+# strides for each tensor (the forward's `stats` and the backward's `stats` have no strides).
 _PTR, _STRIDES = ctypes.c_void_p, ctypes.POINTER(ctypes.c_long)
-_HEAD = [ctypes.c_int] * 4 + [ctypes.c_float]
+_HEAD = [ctypes.c_int] * 5 + [ctypes.c_float]
 SIGNATURES: dict[str, list[Any]] = {
     "tyr_attention_causal_fwd_f32": _HEAD + [_PTR, _STRIDES] * 4 + [_PTR],
     "tyr_attention_causal_bwd_f32": _HEAD + [_PTR, _STRIDES] * 3 + [_PTR] +
@@ -62,11 +69,47 @@ def _compiler() -> list[str]:
     return shlex.split(os.environ.get("CC") or "cc")
 
 
+@functools.cache
+def torch_openmp() -> Path | None:
+    """The GNU OpenMP runtime torch runs its threads on, as loaded in this process (None:
+    another runtime, or no /proc to read it from)."""
+    import torch
+
+    if "OpenMP" not in torch.__config__.parallel_info():
+        return None
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            paths = {line.split(maxsplit=5)[-1].strip() for line in maps if "libgomp" in line}
+    except OSError:
+        return None
+    found = sorted(p for p in paths if Path(p).name.startswith("libgomp") and Path(p).is_file())
+    return Path(found[0]) if len(found) == 1 else None
+
+
+def threaded() -> bool:
+    """Whether the kernels run on torch's threads here (else at one thread only)."""
+    return torch_openmp() is not None
+
+
 def library_path() -> Path:
-    """The path the library for this source, flags and compiler is built to."""
+    """The path the library for this source, flags, compiler and OpenMP runtime is built to."""
     texts = [f.read_text(encoding="utf-8") for f in (*SOURCES, *HEADERS)]
-    key = hashlib.sha256("\0".join([*texts, *FLAGS, *_compiler()]).encode()).hexdigest()[:16]
+    omp = torch_openmp()
+    key = hashlib.sha256("\0".join([*texts, *FLAGS, *_compiler(), str(omp)]).encode()
+                         ).hexdigest()[:16]
     return cache_dir() / f"tyr-native-{key}.so"
+
+
+def _commands(out: str) -> list[list[str]]:
+    """The compiler runs that build the library to `out`: with torch's OpenMP, compiled with
+    -fopenmp and linked against torch's runtime file itself (not `-lgomp`, which could name
+    another copy)."""
+    cc, omp = _compiler(), torch_openmp()
+    if omp is None:
+        return [[*cc, *FLAGS, "-o", out, *map(str, SOURCES)]]
+    obj = out + ".o"
+    compile_ = [*cc, *FLAGS, "-fopenmp", "-c", "-o", obj, *map(str, SOURCES)]
+    return [compile_, [*cc, "-shared", "-o", out, obj, str(omp), f"-Wl,-rpath,{omp.parent}"]]
 
 
 def _cpu_refusal() -> str | None:
@@ -105,11 +148,12 @@ def _build(target: Path) -> str | None:
     except OSError as e:
         return f"cannot write the kernel cache {target.parent}: {e.strerror or e}"
     try:
-        done = subprocess.run([*cc, *FLAGS, "-o", tmp, *map(str, SOURCES)], capture_output=True,
-                              text=True, timeout=BUILD_TIMEOUT_S)
-        if done.returncode != 0:
-            first = next((ln for ln in done.stderr.splitlines() if ln.strip()), "no message")
-            return f"the C compiler {cc[0]!r} failed on {_names()}: {first[:200]}"
+        for command in _commands(tmp):
+            done = subprocess.run(command, capture_output=True, text=True,
+                                  timeout=BUILD_TIMEOUT_S)
+            if done.returncode != 0:
+                first = next((ln for ln in done.stderr.splitlines() if ln.strip()), "no message")
+                return f"the C compiler {cc[0]!r} failed on {_names()}: {first[:200]}"
         os.replace(tmp, target)
         return None
     except FileNotFoundError:
@@ -119,8 +163,9 @@ def _build(target: Path) -> str | None:
     except OSError as e:
         return f"the C compiler {cc[0]!r} could not run: {e.strerror or e}"
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        for leftover in (tmp, tmp + ".o"):
+            if os.path.exists(leftover):
+                os.unlink(leftover)
 
 
 def _names() -> str:

@@ -1,9 +1,10 @@
-/* Causal attention for short sequences on one CPU thread (AVX2 + FMA), forward and backward.
+/* Causal attention for short sequences on CPU (AVX2 + FMA), forward and backward, head by
+ * head (the heads shared among torch's OpenMP threads, below).
  *
  * For each (batch, head): S = scale Q K^T, P = softmax(S) over keys j <= i, Y = P V. The
  * forward keeps each row's max and 1 / sum of exponentials (2 t floats per head); the backward
- * recomputes the scores and from them the same P into scratch (t x t, reused head after
- * head), then:
+ * recomputes the scores and from them the same P into scratch (t x t, a thread's, reused
+ * head after head), then:
  *   dV = P^T dY,  dP = dY V^T,  D_i = sum_j P_ij dP_ij,  dS = scale P (dP - D),
  *   dQ = dS K,  dK = dS^T Q.
  * Every product is a small GEMM through one 4 x 16 register tile (8 accumulators, one
@@ -162,91 +163,141 @@ static int scratch(float **buf, size_t n) {
     return *buf != NULL;
 }
 
-/* y and stats ([b, h, t, 2], contiguous: max, 1 / sum per row) written; returns 0, or -1 without scratch memory. */
-int tyr_attention_causal_fwd_f32(int nb, int nh, int t, int d, float scale,
+/* One head's forward: Y and its rows' stats; kt (d x t) and P (t x t) are scratch. */
+static void fwd_head(int t, int d, float scale, const float *Q, long lq, const float *K, long lk,
+                     const float *V, long lv, float *Y, long ly, float *St, float *kt, float *P) {
+    transpose(t, d, K, lk, kt);  /* kt: d x t */
+    for (int i0 = 0; i0 < t; i0 += 4) {
+        for (int j0 = 0; j0 <= i0 + 3; j0 += 16)
+            tile(d, Q + i0 * lq, lq, kt + j0, t, P + (long)i0 * t + j0, t);
+        for (int i = i0; i < i0 + 4; i++)
+            softmax_row(P + (long)i * t, i, t, scale, St + 2 * i);
+        for (int c0 = 0; c0 < d; c0 += 16)
+            tile(i0 + 4, P + (long)i0 * t, t, V + c0, lv, Y + i0 * ly + c0, ly);
+    }
+}
+
+/* The scratch of one thread's heads. */
+typedef struct {
+    float *kt, *vt, *P, *ds, *tr;
+} Scratch;
+
+static int scratch_for(Scratch *w, int t, int d, int backward) {
+    memset(w, 0, sizeof *w);
+    int ok = scratch(&w->kt, (size_t)d * t) && scratch(&w->P, (size_t)t * t);
+    if (ok && backward)
+        ok = scratch(&w->vt, (size_t)d * t) && scratch(&w->ds, (size_t)t * t) &&
+             scratch(&w->tr, (size_t)t * t);
+    return ok;
+}
+
+static void scratch_free(Scratch *w) {
+    free(w->kt), free(w->vt), free(w->P), free(w->ds), free(w->tr);
+}
+
+/* One head's backward: dQ, dK, dV from dY and the forward's stats. */
+static void bwd_head(int t, int d, float scale, const float *Q, long lq, const float *K, long lk,
+                     const float *V, long lv, const float *St, const float *dY, long ldy,
+                     float *dQ, long ldq, float *dK, long ldk, float *dV, long ldv,
+                     const Scratch *w) {
+    float *kt = w->kt, *vt = w->vt, *P = w->P, *ds = w->ds, *tr = w->tr;
+    /* P again, from the scores and the forward's stats */
+    transpose(t, d, K, lk, kt);
+    for (int i0 = 0; i0 < t; i0 += 4) {
+        for (int j0 = 0; j0 <= i0 + 3; j0 += 16)
+            tile(d, Q + i0 * lq, lq, kt + j0, t, P + (long)i0 * t + j0, t);
+        for (int i = i0; i < i0 + 4; i++)
+            probs_row(P + (long)i * t, i, t, scale, St + 2 * i);
+    }
+    /* dV = P^T dY: the rows of P^T from j0 on meet the queries i >= j0 */
+    transpose(t, t, P, t, tr);
+    for (int j0 = 0; j0 < t; j0 += 4)
+        for (int c0 = 0; c0 < d; c0 += 16)
+            tile(t - j0, tr + (long)j0 * t + j0, t, dY + (long)j0 * ldy + c0, ldy,
+                 dV + j0 * ldv + c0, ldv);
+    /* dP = dY V^T over the causal half, then dS = scale P (dP - D) row by row */
+    transpose(t, d, V, lv, vt);
+    for (int i0 = 0; i0 < t; i0 += 4) {
+        for (int j0 = 0; j0 <= i0 + 3; j0 += 16)
+            tile(d, dY + i0 * ldy, ldy, vt + j0, t, ds + (long)i0 * t + j0, t);
+        for (int i = i0; i < i0 + 4; i++)
+            ds_row(ds + (long)i * t, P + (long)i * t, i, t, scale);
+    }
+    /* dQ = dS K: a query block reads keys up to its last row */
+    for (int i0 = 0; i0 < t; i0 += 4)
+        for (int c0 = 0; c0 < d; c0 += 16)
+            tile(i0 + 4, ds + (long)i0 * t, t, K + c0, lk, dQ + i0 * ldq + c0, ldq);
+    /* dK = dS^T Q: a key block reads queries from its first row */
+    transpose(t, t, ds, t, tr);
+    for (int j0 = 0; j0 < t; j0 += 4)
+        for (int c0 = 0; c0 < d; c0 += 16)
+            tile(t - j0, tr + (long)j0 * t + j0, t, Q + (long)j0 * lq + c0, lq,
+                 dK + j0 * ldk + c0, ldk);
+}
+
+/* The (batch, head) pairs are independent: `nt` threads of the OpenMP runtime the library
+   was linked against (torch's own: pytyr/kernels/native.py) take them in static blocks, each
+   with its own scratch, so every head's values are the same at any thread count. Without
+   -fopenmp the pragmas are ignored and one thread does all. */
+
+/* y and stats ([b, h, t, 2], contiguous: max, 1 / sum per row) written; returns 0, or -1
+   without scratch memory. */
+int tyr_attention_causal_fwd_f32(int nt, int nb, int nh, int t, int d, float scale,
                                  const float *q, const long *sq, const float *k, const long *sk,
                                  const float *v, const long *sv, float *y, const long *sy,
                                  float *stats) {
-    float *kt, *P;
-    if (!scratch(&kt, (size_t)d * t))
-        return -1;
-    if (!scratch(&P, (size_t)t * t)) {
-        free(kt);
-        return -1;
-    }
-    for (int b = 0; b < nb; b++)
-        for (int h = 0; h < nh; h++) {
-            const float *Q = q + b * sq[0] + h * sq[1], *K = k + b * sk[0] + h * sk[1],
-                        *V = v + b * sv[0] + h * sv[1];
-            float *Y = y + b * sy[0] + h * sy[1], *St = stats + ((long)b * nh + h) * t * 2;
-            transpose(t, d, K, sk[2], kt);  /* kt: d x t */
-            for (int i0 = 0; i0 < t; i0 += 4) {
-                for (int j0 = 0; j0 <= i0 + 3; j0 += 16)
-                    tile(d, Q + i0 * sq[2], sq[2], kt + j0, t, P + (long)i0 * t + j0, t);
-                for (int i = i0; i < i0 + 4; i++)
-                    softmax_row(P + (long)i * t, i, t, scale, St + 2 * i);
-                for (int c0 = 0; c0 < d; c0 += 16)
-                    tile(i0 + 4, P + (long)i0 * t, t, V + c0, sv[2], Y + i0 * sy[2] + c0, sy[2]);
-            }
+    int failed = 0;
+    (void)nt;
+#pragma omp parallel num_threads(nt)
+    {
+        Scratch w;
+        int ok = scratch_for(&w, t, d, 0);
+        if (!ok) {
+#pragma omp atomic write
+            failed = 1;
         }
-    free(kt), free(P);
-    return 0;
+#pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < nb; b++)
+            for (int h = 0; h < nh; h++)
+                if (ok)
+                    fwd_head(t, d, scale, q + b * sq[0] + h * sq[1], sq[2],
+                             k + b * sk[0] + h * sk[1], sk[2], v + b * sv[0] + h * sv[1],
+                             sv[2], y + b * sy[0] + h * sy[1], sy[2],
+                             stats + ((long)b * nh + h) * t * 2, w.kt, w.P);
+        scratch_free(&w);
+    }
+    return failed ? -1 : 0;
 }
 
-/* dq, dk, dv written from dy and the forward's stats; returns 0, or -1 without scratch memory. */
-int tyr_attention_causal_bwd_f32(int nb, int nh, int t, int d, float scale,
+/* dq, dk, dv written from dy and the forward's stats; returns 0, or -1 without scratch
+   memory. */
+int tyr_attention_causal_bwd_f32(int nt, int nb, int nh, int t, int d, float scale,
                                  const float *q, const long *sq, const float *k, const long *sk,
                                  const float *v, const long *sv, const float *stats,
                                  const float *dy, const long *sdy, float *dq, const long *sdq,
                                  float *dk, const long *sdk, float *dv, const long *sdv) {
-    float *kt = NULL, *vt = NULL, *P = NULL, *ds = NULL, *tr = NULL;
-    if (!scratch(&kt, (size_t)d * t) || !scratch(&vt, (size_t)d * t) ||
-        !scratch(&P, (size_t)t * t) || !scratch(&ds, (size_t)t * t) ||
-        !scratch(&tr, (size_t)t * t)) {
-        free(kt), free(vt), free(P), free(ds), free(tr);
-        return -1;
-    }
-    for (int b = 0; b < nb; b++)
-        for (int h = 0; h < nh; h++) {
-            const float *Q = q + b * sq[0] + h * sq[1], *K = k + b * sk[0] + h * sk[1],
-                        *V = v + b * sv[0] + h * sv[1], *dY = dy + b * sdy[0] + h * sdy[1],
-                        *St = stats + ((long)b * nh + h) * t * 2;
-            float *dQ = dq + b * sdq[0] + h * sdq[1], *dK = dk + b * sdk[0] + h * sdk[1],
-                  *dV = dv + b * sdv[0] + h * sdv[1];
-            /* P again, from the scores and the forward's stats */
-            transpose(t, d, K, sk[2], kt);
-            for (int i0 = 0; i0 < t; i0 += 4) {
-                for (int j0 = 0; j0 <= i0 + 3; j0 += 16)
-                    tile(d, Q + i0 * sq[2], sq[2], kt + j0, t, P + (long)i0 * t + j0, t);
-                for (int i = i0; i < i0 + 4; i++)
-                    probs_row(P + (long)i * t, i, t, scale, St + 2 * i);
-            }
-            /* dV = P^T dY: the rows of P^T from j0 on meet the queries i >= j0 */
-            transpose(t, t, P, t, tr);
-            for (int j0 = 0; j0 < t; j0 += 4)
-                for (int c0 = 0; c0 < d; c0 += 16)
-                    tile(t - j0, tr + (long)j0 * t + j0, t, dY + (long)j0 * sdy[2] + c0, sdy[2],
-                         dV + j0 * sdv[2] + c0, sdv[2]);
-            /* dP = dY V^T over the causal half, then dS = scale P (dP - D) row by row */
-            transpose(t, d, V, sv[2], vt);
-            for (int i0 = 0; i0 < t; i0 += 4) {
-                for (int j0 = 0; j0 <= i0 + 3; j0 += 16)
-                    tile(d, dY + i0 * sdy[2], sdy[2], vt + j0, t, ds + (long)i0 * t + j0, t);
-                for (int i = i0; i < i0 + 4; i++)
-                    ds_row(ds + (long)i * t, P + (long)i * t, i, t, scale);
-            }
-            /* dQ = dS K: a query block reads keys up to its last row */
-            for (int i0 = 0; i0 < t; i0 += 4)
-                for (int c0 = 0; c0 < d; c0 += 16)
-                    tile(i0 + 4, ds + (long)i0 * t, t, K + c0, sk[2], dQ + i0 * sdq[2] + c0,
-                         sdq[2]);
-            /* dK = dS^T Q: a key block reads queries from its first row */
-            transpose(t, t, ds, t, tr);
-            for (int j0 = 0; j0 < t; j0 += 4)
-                for (int c0 = 0; c0 < d; c0 += 16)
-                    tile(t - j0, tr + (long)j0 * t + j0, t, Q + (long)j0 * sq[2] + c0, sq[2],
-                         dK + j0 * sdk[2] + c0, sdk[2]);
+    int failed = 0;
+    (void)nt;
+#pragma omp parallel num_threads(nt)
+    {
+        Scratch w;
+        int ok = scratch_for(&w, t, d, 1);
+        if (!ok) {
+#pragma omp atomic write
+            failed = 1;
         }
-    free(kt), free(vt), free(P), free(ds), free(tr);
-    return 0;
+#pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < nb; b++)
+            for (int h = 0; h < nh; h++)
+                if (ok)
+                    bwd_head(t, d, scale, q + b * sq[0] + h * sq[1], sq[2],
+                             k + b * sk[0] + h * sk[1], sk[2], v + b * sv[0] + h * sv[1],
+                             sv[2], stats + ((long)b * nh + h) * t * 2,
+                             dy + b * sdy[0] + h * sdy[1], sdy[2],
+                             dq + b * sdq[0] + h * sdq[1], sdq[2],
+                             dk + b * sdk[0] + h * sdk[1], sdk[2],
+                             dv + b * sdv[0] + h * sdv[1], sdv[2], &w);
+        scratch_free(&w);
+    }
+    return failed ? -1 : 0;
 }
