@@ -169,12 +169,13 @@ def _attention_refusal(ts: list[TensorType]) -> str | None:
     return static_refusal(t, d)
 
 
-_ONE_THREAD = "on float32 CPU tensors with one torch thread or a small problem"
+_ON_TORCHS_THREADS = ("on float32 CPU tensors, on torch's threads (at one thread or a small "
+                      "problem where torch runs another OpenMP)")
 # C kernels for the CPU (pytyr/kernels/native.py): used where no Triton route is taken
 CPU_ROUTES: dict[str, Route] = {
     "causal_attention": Route("attention_cpu", _bhtd,
                               _emit(causal_attention_cpu, ("p",), True),
-                              _ONE_THREAD + ", while dropout is inactive", _attention_refusal),
+                              _ON_TORCHS_THREADS + ", while dropout is inactive", _attention_refusal),
 }
 
 
