@@ -7,10 +7,10 @@ one such process per job and alternates them step by step (`--serve`, through `C
 line on stdin runs one step, `end` reports): torch's thread count and OpenMP's wait policy are
 fixed when torch loads, and a process's peak RSS (`VmHWM`) cannot be reset, so two sides in one
 process would share all three. SIDE is `tyr` (what `tyr train` runs: the module lowered from
-the Lean model, the optimizers built from the example's config, the engine's thread policy
-`pytyr.train.threads`; `tyr_checkpoint` with `train.checkpoint_blocks` too), `plain` (the
-hand-written PyTorch model as a plain script runs it: torch's threads and torch's default
-AdamW) or `plain_fused` (with `AdamW(fused=True)`). The setting is the environment the parent
+the Lean model, the optimizers built from the example's config, the engine's heap thresholds
+`pytyr.train.heap` and thread policy `pytyr.train.threads`; `tyr_checkpoint` with
+`train.checkpoint_blocks` too), `plain` (the hand-written PyTorch model as a plain script runs
+it: torch's threads and torch's default AdamW) or `plain_fused` (with `AdamW(fused=True)`). The setting is the environment the parent
 gives (`child_env`).
 
 Batches: the example's bench module's `batches` (the task's `training_batch`, as `tyr train`
@@ -194,6 +194,9 @@ class Side:
         self.reason = ("the environment" if any(os.environ.get(v) for v in THREAD_VARS)
                        else "torch's default")
         if self.side.startswith("tyr"):
+            from pytyr.train.heap import keep_freed_heap
+
+            keep_freed_heap()  # as the engine does on a CPU
             self.threads, self.reason = _choose_threads(self.module, self.data[0],
                                                         _config(example))
         self.k = 0

@@ -50,6 +50,7 @@ from pytyr.train.checkpoint import (
     restore_rng,
     save_checkpoint,
 )
+from pytyr.train.heap import keep_freed_heap
 from pytyr.train.optim import make_optimizers, schedule_muon, set_rate
 from pytyr.train.progress import Progress
 from pytyr.train.report import write_outputs
@@ -265,6 +266,8 @@ class Engine:
                 torch.manual_seed(self.cfg.seed + self.rank)
                 start = 0
             self.module.train()
+            if self.device.type == "cpu":
+                keep_freed_heap()  # before the probe: it times steps as the run takes them
             self.threads = self._choose_threads(start)
             if progress and distributed.is_main() and self.device.type == "cpu":
                 print(self.threads.line(), flush=True)
