@@ -64,14 +64,16 @@ def wall(args: argparse.Namespace, cfg: dict[str, Any]) -> dict[str, Any]:
     iters = [x for kv in iters for x in ("--set", f"train.{kv}")]
     tyr_out, plain_out = args.out / "wall-tyr", args.out / "wall-plain"
     tyr_bin = str(Path(sys.executable).parent / "tyr")
+    # the benchmark's own directories: each run replaces the last one's
     runs = {"tyr": timed_run([tyr_bin, "train", "examples/gpt/GPT.lean", "--model", "gpt",
-                              "--set", f"out={tyr_out}", *iters], env)}
+                              "--set", f"out={tyr_out}", *iters, "--overwrite"], env)}
     runs["plain"] = timed_run([sys.executable, "-m", "bench.recipe", "--plain-only",
                                "--out", str(plain_out), *(
                                    ["--iters", str(args.iters)] if args.iters else [])], env)
     for side, out in (("tyr", tyr_out), ("plain", plain_out / "plain")):
         metrics = out / "metrics.json"
-        m = json.loads(metrics.read_text()) if metrics.is_file() else None
+        ok = runs[side]["rc"] == 0 and metrics.is_file()  # not an earlier run's figures
+        m = json.loads(metrics.read_text()) if ok else None
         runs[side]["val"] = _final_val(m) if m else None
         runs[side]["tokens_per_s"] = m.get("tokens_per_s") if m else None  # the loop alone
     return runs
