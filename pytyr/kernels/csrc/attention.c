@@ -235,23 +235,43 @@ static void bwd_head(int t, int d, float scale, const float *Q, long lq, const f
                  dK + j0 * ldk + c0, ldk);
 }
 
+/* One call's tensors: base pointers and [b, h, t] strides (the last dimension contiguous). */
+typedef struct {
+    int nh, t, d;
+    float scale;
+    const float *q, *k, *v, *stats_in, *dy;
+    const long *sq, *sk, *sv, *sdy, *sy, *sdq, *sdk, *sdv;
+    float *y, *stats, *dq, *dk, *dv;
+} Problem;
+
+#define AT(ptr, s, b, h) ((ptr) + (b) * (s)[0] + (h) * (s)[1])
+
+static void fwd_at(const Problem *p, int b, int h, Scratch *w) {
+    fwd_head(p->t, p->d, p->scale, AT(p->q, p->sq, b, h), p->sq[2], AT(p->k, p->sk, b, h),
+             p->sk[2], AT(p->v, p->sv, b, h), p->sv[2], AT(p->y, p->sy, b, h), p->sy[2],
+             p->stats + ((long)b * p->nh + h) * p->t * 2, w->kt, w->P);
+}
+
+static void bwd_at(const Problem *p, int b, int h, Scratch *w) {
+    bwd_head(p->t, p->d, p->scale, AT(p->q, p->sq, b, h), p->sq[2], AT(p->k, p->sk, b, h),
+             p->sk[2], AT(p->v, p->sv, b, h), p->sv[2],
+             p->stats_in + ((long)b * p->nh + h) * p->t * 2, AT(p->dy, p->sdy, b, h),
+             p->sdy[2], AT(p->dq, p->sdq, b, h), p->sdq[2], AT(p->dk, p->sdk, b, h), p->sdk[2],
+             AT(p->dv, p->sdv, b, h), p->sdv[2], w);
+}
+
 /* The (batch, head) pairs are independent: `nt` threads of the OpenMP runtime the library
    was linked against (torch's own: pytyr/kernels/native.py) take them in static blocks, each
    with its own scratch, so every head's values are the same at any thread count. Without
-   -fopenmp the pragmas are ignored and one thread does all. */
-
-/* y and stats ([b, h, t, 2], contiguous: max, 1 / sum per row) written; returns 0, or -1
-   without scratch memory. */
-int tyr_attention_causal_fwd_f32(int nt, int nb, int nh, int t, int d, float scale,
-                                 const float *q, const long *sq, const float *k, const long *sk,
-                                 const float *v, const long *sv, float *y, const long *sy,
-                                 float *stats) {
-    int failed = 0;
+   -fopenmp the pragmas are ignored and one thread does all. Returns 0, or -1 without scratch
+   memory. */
+static int over_heads(int nt, int nb, const Problem *p, int backward) {
+    int failed = 0, nh = p->nh;
     (void)nt;
 #pragma omp parallel num_threads(nt)
     {
         Scratch w;
-        int ok = scratch_for(&w, t, d, 0);
+        int ok = scratch_for(&w, p->t, p->d, backward);
         if (!ok) {
 #pragma omp atomic write
             failed = 1;
@@ -260,13 +280,21 @@ int tyr_attention_causal_fwd_f32(int nt, int nb, int nh, int t, int d, float sca
         for (int b = 0; b < nb; b++)
             for (int h = 0; h < nh; h++)
                 if (ok)
-                    fwd_head(t, d, scale, q + b * sq[0] + h * sq[1], sq[2],
-                             k + b * sk[0] + h * sk[1], sk[2], v + b * sv[0] + h * sv[1],
-                             sv[2], y + b * sy[0] + h * sy[1], sy[2],
-                             stats + ((long)b * nh + h) * t * 2, w.kt, w.P);
+                    (backward ? bwd_at : fwd_at)(p, b, h, &w);
         scratch_free(&w);
     }
     return failed ? -1 : 0;
+}
+
+/* y and stats ([b, h, t, 2], contiguous: max, 1 / sum per row) written; returns 0, or -1
+   without scratch memory. */
+int tyr_attention_causal_fwd_f32(int nt, int nb, int nh, int t, int d, float scale,
+                                 const float *q, const long *sq, const float *k, const long *sk,
+                                 const float *v, const long *sv, float *y, const long *sy,
+                                 float *stats) {
+    Problem p = {.nh = nh, .t = t, .d = d, .scale = scale, .q = q, .k = k, .v = v, .sq = sq,
+                 .sk = sk, .sv = sv, .y = y, .sy = sy, .stats = stats};
+    return over_heads(nt, nb, &p, 0);
 }
 
 /* dq, dk, dv written from dy and the forward's stats; returns 0, or -1 without scratch
@@ -276,28 +304,8 @@ int tyr_attention_causal_bwd_f32(int nt, int nb, int nh, int t, int d, float sca
                                  const float *v, const long *sv, const float *stats,
                                  const float *dy, const long *sdy, float *dq, const long *sdq,
                                  float *dk, const long *sdk, float *dv, const long *sdv) {
-    int failed = 0;
-    (void)nt;
-#pragma omp parallel num_threads(nt)
-    {
-        Scratch w;
-        int ok = scratch_for(&w, t, d, 1);
-        if (!ok) {
-#pragma omp atomic write
-            failed = 1;
-        }
-#pragma omp for collapse(2) schedule(static)
-        for (int b = 0; b < nb; b++)
-            for (int h = 0; h < nh; h++)
-                if (ok)
-                    bwd_head(t, d, scale, q + b * sq[0] + h * sq[1], sq[2],
-                             k + b * sk[0] + h * sk[1], sk[2], v + b * sv[0] + h * sv[1],
-                             sv[2], stats + ((long)b * nh + h) * t * 2,
-                             dy + b * sdy[0] + h * sdy[1], sdy[2],
-                             dq + b * sdq[0] + h * sdq[1], sdq[2],
-                             dk + b * sdk[0] + h * sdk[1], sdk[2],
-                             dv + b * sdv[0] + h * sdv[1], sdv[2], &w);
-        scratch_free(&w);
-    }
-    return failed ? -1 : 0;
+    Problem p = {.nh = nh, .t = t, .d = d, .scale = scale, .q = q, .k = k, .v = v,
+                 .stats_in = stats, .dy = dy, .sq = sq, .sk = sk, .sv = sv, .sdy = sdy,
+                 .dq = dq, .sdq = sdq, .dk = dk, .sdk = sdk, .dv = dv, .sdv = sdv};
+    return over_heads(nt, nb, &p, 1);
 }
