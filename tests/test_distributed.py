@@ -266,10 +266,13 @@ def test_ctrl_c_under_torchrun_stops_every_rank_after_one_step_and_resumes(tmp_p
                                 stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        for line in launcher.stdout:
-            if line.startswith("model gpt from"):
-                break
-        time.sleep(2)  # into the loop
+        # into the loop: its first checkpoint (every 2 steps) is on disk; a fixed sleep after
+        # the model line once landed before the first step on a slow host
+        deadline = time.monotonic() + 120
+        while not (run / "ckpt" / "state.json").exists():
+            assert launcher.poll() is None, launcher.communicate()[1]
+            assert time.monotonic() < deadline, "no checkpoint within 120 s"
+            time.sleep(0.05)
         os.killpg(launcher.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
         out, err = launcher.communicate(timeout=120)
     finally:
