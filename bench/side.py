@@ -6,12 +6,12 @@ activations outweigh its weights, for `bench/memory.py`).
 one such process per job and alternates them step by step (`--serve`, through `Child`: a `step`
 line on stdin runs one step, `end` reports): torch's thread count and OpenMP's wait policy are
 fixed when torch loads, and a process's peak RSS (`VmHWM`) cannot be reset, so two sides in one
-process would share all three. SIDE is `tyr` (what `tyr train` runs: the module lowered from
-the Lean model, the optimizers built from the example's config, the engine's heap thresholds
+process would share all three. SIDE is `tyr` (what `tyr train` runs: the module lowered from the
+Lean model, the optimizers built from the example's config, the engine's heap thresholds
 `pytyr.train.heap` and thread policy `pytyr.train.threads`; `tyr_checkpoint` with
 `train.checkpoint_blocks` too), `plain` (the hand-written PyTorch model as a plain script runs
-it: torch's threads and torch's default AdamW) or `plain_fused` (with `AdamW(fused=True)`). The setting is the environment the parent
-gives (`child_env`).
+it: torch's threads and torch's default AdamW) or `plain_fused` (with `AdamW(fused=True)`). The
+setting is the environment the parent gives (`child_env`).
 
 Batches: the example's bench module's `batches` (the task's `training_batch`, as `tyr train`
 makes them; nanochat's over a data set written at the start, see `bench.nanochat.batches`),

@@ -175,7 +175,8 @@ _ON_TORCHS_THREADS = ("on float32 CPU tensors, on torch's threads (at one thread
 CPU_ROUTES: dict[str, Route] = {
     "causal_attention": Route("attention_cpu", _bhtd,
                               _emit(causal_attention_cpu, ("p",), True),
-                              _ON_TORCHS_THREADS + ", while dropout is inactive", _attention_refusal),
+                              _ON_TORCHS_THREADS + ", while dropout is inactive",
+                              _attention_refusal),
 }
 
 

@@ -97,8 +97,8 @@ class _CausalAttention(torch.autograd.Function):
             dy = dy.contiguous()
         dq, dk, dv = _heads_like(q), _heads_like(q), _heads_like(q)
         _check(lib.tyr_attention_causal_bwd_f32(
-            _threads(q), b, h, t, d, 1.0 / math.sqrt(d), *_at(q), *_at(k), *_at(v), stats.data_ptr(),
-            *_at(dy), *_at(dq), *_at(dk), *_at(dv)), "backward")
+            _threads(q), b, h, t, d, 1.0 / math.sqrt(d), *_at(q), *_at(k), *_at(v),
+            stats.data_ptr(), *_at(dy), *_at(dq), *_at(dk), *_at(dv)), "backward")
         return dq, dk, dv
 
 

@@ -18,6 +18,7 @@ glibc tunables) in the environment, or a C library that is not glibc.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import platform
 
@@ -26,8 +27,6 @@ MMAP_THRESHOLD = 32 << 20  # glibc's upper bound on 64-bit (DEFAULT_MMAP_THRESHO
 TRIM_THRESHOLD = 1 << 30
 ENV_VARS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES")
 ALLOCATORS = ("jemalloc", "tcmalloc", "mimalloc")
-
-_done: str | None = None
 
 
 def _refusal() -> str | None:
@@ -44,16 +43,16 @@ def _refusal() -> str | None:
     return None
 
 
+@functools.cache  # once a process
 def keep_freed_heap() -> str:
-    """Fix glibc's thresholds for this process (once); a few words on what was done."""
-    global _done
-    if _done is None:
-        refusal = _refusal()
-        if refusal is None:
-            libc = ctypes.CDLL(None)
-            ok = (libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
-                  and libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1)
-            refusal = None if ok else "mallopt refused the thresholds"
-        _done = (f"kept: glibc's mmap threshold {MMAP_THRESHOLD >> 20} MiB, trim "
-                 f"{TRIM_THRESHOLD >> 30} GiB") if refusal is None else f"as it is ({refusal})"
-    return _done
+    """Fix glibc's thresholds for this process; a few words on what was done."""
+    refusal = _refusal()
+    if refusal is None:
+        libc = ctypes.CDLL(None)
+        ok = (libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
+              and libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1)
+        refusal = None if ok else "mallopt refused the thresholds"
+    if refusal is not None:
+        return f"as it is ({refusal})"
+    return (f"kept: glibc's mmap threshold {MMAP_THRESHOLD >> 20} MiB, "
+            f"trim {TRIM_THRESHOLD >> 30} GiB")

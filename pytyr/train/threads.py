@@ -3,14 +3,14 @@
 On a shared machine more threads can be much slower than one: OpenMP's threads wait for each
 other at every op, and a core taken by another process stalls them all (the GPT step 28 ms →
 2.9 s with two threads on a loaded 2-core machine). On an idle machine they are faster. So
-`train.threads = "auto"` (the default) times the run's own training step, forward and
-backward on its first micro-batch, at one thread and at every core this process may use,
-alternately (3 rounds, up to 25 for a short step: the median of many is steady on a busy
-machine), and keeps the faster. Each timed step follows an untimed one at the same count:
-the first step after a switch pays for waking the thread team at every op (on an idle
-machine the GPT step at 2 threads timed 43 ms so, then ran at 38 ms). The count then stays
-fixed: results differ in the last bits between thread counts, so the run records it and a resume
-uses it again (`--resume` stays bit-exact).
+`train.threads = "auto"` (the default) times the run's own training step, forward and backward
+on its first micro-batch, at one thread and at every core this process may use, alternately (3
+rounds, up to 25 for a short step: the median of many is steady on a busy machine), and keeps
+the faster. Each timed step follows an untimed one at the same count: the first step after a
+switch pays for waking the thread team at every op (on an idle machine the GPT step at 2
+threads timed 43 ms so, then ran at 38 ms). The count then stays fixed: results differ in the
+last bits between thread counts, so the run records it and a resume uses it again (`--resume`
+stays bit-exact).
 
 Idle OpenMP threads spin for a while after each op unless `OMP_WAIT_POLICY=PASSIVE`. On a
 quiet machine that is what makes more threads pay (the GPT step at 2 threads: 0.60x one
