@@ -6,6 +6,7 @@ import Tyr.Shape
 import Tyr.DiT
 import Tyr.Decode
 import Tyr.Mix
+import Tyr.LM
 
 /-!
 # Tyr — shape-typed tensors and models in Lean 4

@@ -203,3 +203,52 @@ ORACLE_IMPLICIT.update({"window_attention": {"b": 1, "h": 4, "g": 2, "t": 6, "d"
                         "cached_window_attention": {"b": 1, "h": 4, "g": 2, "t": 2, "n": 8,
                                                     "d": 3},
                         "basis": {"l": 4}})
+
+
+def _llama3(omega, factor, low, high, original):
+    # one frequency as Llama 3 scales it, in scalar Python
+    wavelen = 2 * math.pi / omega
+    if wavelen < original / high:
+        return omega
+    if wavelen > original / low:
+        return omega / factor
+    s = (original / wavelen - low) / (high - low)
+    return (1 - s) * omega / factor + s * omega
+
+
+def _rope(x, positions, theta, factor=1.0, low=1.0, high=4.0, original=8192):
+    # pair (x[i], x[k + i]) at position p turned by +ω_i·p, ω_i = theta^(-i/k), each written out
+    k = x.shape[-1] // 2
+    firsts, seconds = [], []
+    for i in range(k):
+        omega = _llama3(theta ** (-i / k), factor, low, high, original)
+        cos = torch.tensor([math.cos(omega * p) for p in positions])
+        sin = torch.tensor([math.sin(omega * p) for p in positions])
+        firsts.append(x[..., i] * cos - x[..., k + i] * sin)
+        seconds.append(x[..., k + i] * cos + x[..., i] * sin)
+    return torch.stack(firsts + seconds, dim=-1)
+
+
+_LLAMA3 = {"theta": 10000.0, "factor": 8.0, "low_freq": 1.0, "high_freq": 4.0, "original": 64}
+_DEFAULT = {"theta": 500.0, "factor": 1.0, "low_freq": 1.0, "high_freq": 4.0, "original": 8192}
+
+# Tyr/LM.lean
+LM_ORACLES = {
+    "rms_norm_gain3": ([([2, 3, 4], "f32"), ([4], "f32")], {"eps": 1e-2}, [2, 3, 4],
+                       lambda x, w: torch.stack([x[..., i] * w[i] for i in range(4)], -1)
+                       / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-2)),
+    # frequencies 1, 0.1, 0.01, 0.001 against the original context 64: one kept, one
+    # blended, two divided by the factor
+    "rope": ([([1, 2, 5, 8], "f32")], _LLAMA3, [1, 2, 5, 8],
+             lambda x: _rope(x, range(5), 10000.0, 8.0, 1.0, 4.0, 64)),
+    "rope_at": ([([1, 2, 2, 6], "f32"), ([2], "i64", 16)], _DEFAULT, [1, 2, 2, 6],
+                lambda x, pos: _rope(x, pos.tolist(), 500.0)),
+    "conv1d3": ([([2, 3, 4], "f32"), ([4, 5], "f32"), ([5], "f32")], {}, [2, 3, 5],
+                lambda x, w, b: (x[..., :, None] * w).sum(-2) + b),
+    # 2 queries over 5 keys of another sequence
+    "cross_attention": ([([1, 2, 2, 3], "f32"), ([1, 2, 5, 3], "f32"), ([1, 2, 5, 3], "f32")],
+                        {}, [1, 2, 2, 3], _bidirectional),
+}
+ORACLES.update(LM_ORACLES)
+ORACLE_IMPLICIT.update({"rope": {"b": 1, "h": 2, "t": 5, "k": 4, "n": 8},
+                        "rope_at": {"b": 1, "h": 2, "t": 2, "k": 3, "n": 16}})

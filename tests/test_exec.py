@@ -168,7 +168,8 @@ IMPLICIT = {"split_heads": {"b": 2, "t": 3, "h": 2, "d": 3}, "merge_heads": {"b"
 CASES.update(ORACLES)  # Tyr/Shape.lean, Tyr/DiT.lean
 IMPLICIT.update(ORACLE_IMPLICIT)
 # Integer inputs with a meaning beyond their range: cache positions must be distinct.
-INTS = {"cache_write": [3, 1], "cached_attention": [1, 4], "cached_window_attention": [3, 6]}
+INTS = {"cache_write": [3, 1], "cached_attention": [1, 4], "cached_window_attention": [3, 6],
+        "rope_at": [11, 4]}
 
 
 def test_cases_cover_the_op_table():

@@ -34,7 +34,10 @@ RANGES = {
     "p": Range("dropout probability", 0, False, 1),  # dropout, the attentions
     "eps": Range("epsilon", 0, False),  # the norms
     "base": Range("rotary base", 0, True),  # rotary, rotary_at
-    "theta": Range("rotary theta", 0, True),  # Flux's grid rotary
+    "theta": Range("rotary theta", 0, True),  # Flux's grid rotary, rope, rope_at
+    "factor": Range("rotary scaling factor", 0, True),  # rope, rope_at (Llama 3's)
+    "low_freq": Range("rotary low-frequency factor", 0, True),
+    "high_freq": Range("rotary high-frequency factor", 0, True),
     "cap": Range("softcap", 0, True),  # cap * tanh(x / cap)
 }
 

@@ -230,3 +230,37 @@ MIX_CASES = [
      "def f (a : T #[1]) : T #[6] := basis a 6 (by decide)",
      ["6 < 6"]),
 ]
+
+# Tyr/LM.lean: the gained RMS norm, Hugging Face's rotary, GPT-2's Conv1D, cross-attention
+LM_CASES = [
+    # a gain of another width
+    ("rmsNormGain3",
+     "def f (x : T #[2, 5, 8]) (w : T #[8]) : T #[2, 5, 8] := rmsNormGain3 x w",
+     "def f (x : T #[2, 5, 8]) (w : T #[5]) : T #[2, 5, 8] := rmsNormGain3 x w",
+     ["argument 'weight' of 'rmsNormGain3'", "T #[5]", "T #[8]"]),
+    # positions bounded by the context: the rotated axis must be the sequence's
+    ("rope",
+     "def f (x : T #[1, 4, 8, 16]) (h : 8 ≤ 64) : T #[1, 4, 8, 16] := "
+     "rope (k := 8) (n := 64) x h 500000.0",
+     "def f (x : T #[1, 8, 4, 16]) (h : 8 ≤ 64) : T #[1, 8, 4, 16] := "
+     "rope (k := 8) (n := 64) x h 500000.0",
+     ["argument 'hT' of 'rope'", "8 ≤ 64", "4 ≤ 64"]),
+    ("ropeAt",
+     "def f (x : T #[1, 4, 1, 16]) (p : IT #[1] 64) : T #[1, 4, 1, 16] := "
+     "ropeAt (k := 8) x p 10000.0 8.0 1.0 4.0 8192",
+     "def f (x : T #[1, 4, 1, 16]) (p : IT #[4] 64) : T #[1, 4, 1, 16] := "
+     "ropeAt (k := 8) x p 10000.0",
+     ["argument 'pos' of 'ropeAt'", "IT #[4] 64", "IT #[1] ?n"]),
+    # GPT-2's weight is input-major: ours ([out, in]) is refused
+    ("conv1d3",
+     "def f (x : T #[2, 5, 8]) (w : T #[8, 24]) (b : T #[24]) : T #[2, 5, 24] := conv1d3 x w b",
+     "def f (x : T #[2, 5, 8]) (w : T #[24, 8]) (b : T #[24]) : T #[2, 5, 24] := conv1d3 x w b",
+     ["argument 'weight' of 'conv1d3'", "T #[24, 8]", "T #[8, 24]"]),
+    # queries and keys of different lengths, swapped
+    ("crossAttention",
+     "def f (q : T #[2, 4, 3, 8]) (k v : T #[2, 4, 7, 8]) : T #[2, 4, 3, 8] := "
+     "crossAttention q k v",
+     "def f (q : T #[2, 4, 3, 8]) (k v : T #[2, 4, 7, 8]) : T #[2, 4, 3, 8] := "
+     "crossAttention k q v",
+     ["crossAttention", "T #[2, 4, 7, 8]", "T #[2, 4, 3, 8]"]),
+]
