@@ -85,12 +85,13 @@ def _only(args: argparse.Namespace, command: str, tables: tuple[str, ...]) -> No
                               f"this one would be ignored; remove it")
 
 
-def _add_source(p: argparse.ArgumentParser, *, file_required: bool = False) -> None:
+def _add_source(p: argparse.ArgumentParser, *, file_required: bool = False,
+                model_help: str = "the @[model] to use") -> None:
     p.add_argument("file", nargs=None if file_required else "?", metavar="FILE.lean",
                    help="the Lean file that defines the model")
     if not file_required:
         p.add_argument("--lib", metavar="LIB", help="a compiled model library instead (C ABI)")
-    p.add_argument("--model", required=True, help="the @[model] to use")
+    p.add_argument("--model", required=model_help == "the @[model] to use", help=model_help)
 
 
 def _add_config(p: argparse.ArgumentParser) -> None:
@@ -173,12 +174,22 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .hf import find_hf_config, model_values, read_hf_config
+    from .hf import checkpoint_config, model_values
     from .train.forward import forward_with_weights
     from .train.model import RunModel
     from .train.record import read_run
 
     _only(args, "run", ("model",))
+    # a Hugging Face config.json goes over the example's values, under the command line's
+    hf = checkpoint_config(args.weights, args.hf_config, say=print)
+    if not (args.file or args.lib):  # the checkpoint's family names the file and the model
+        from .hf import family_model
+
+        file, model = family_model(hf)
+        args.file, args.model = str(file), args.model or model
+        print(f"family {hf.family.name} (from {hf.path}): {args.file}, model {args.model}")
+    elif not args.model:
+        raise ConfigError("give the @[model] to run (--model NAME)")
     source = _source(args)
     explicit = read_json(Path(args.config), "config") if args.config else {}
     explicit = merge(explicit, parse_set(args.set or []))
@@ -196,12 +207,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     for table, where in ((base, base_where), (over, args.config or "the command line")):
         if not isinstance(table, dict):
             raise ConfigError(f"{where}: 'model' must be a table")
-    # a Hugging Face config.json goes over the example's values, under the command line's
-    hf_path, named = find_hf_config(args.weights, args.hf_config)
-    hf = read_hf_config(hf_path, named) if hf_path is not None else None
-    if hf_path is not None and hf is None:
-        print(f"{hf_path} is not a Hugging Face config (no model_type, no architectures): "
-              f"not read")
     for line in hf.describe(over) if hf is not None else []:
         print(line)
     out = Path(args.output)
@@ -296,12 +301,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _hf_mapping() -> str:
-    from .hf import mapping_help
-
-    return mapping_help()
-
-
 def cmd_import(args: argparse.Namespace) -> int:
     from .export.from_nanochat import import_nanochat
     from .pipeline import LeanModels
@@ -318,6 +317,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .hf import mapping_help  # no torch: the tables are data
     p = Parser(prog="tyr", description="Shape-typed models in Lean 4, run on PyTorch.",
                epilog="`tyr COMMAND --help` shows each command's options and examples.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
@@ -383,12 +383,10 @@ def build_parser() -> argparse.ArgumentParser:
              "  tyr run --lib build/lib/libTyrModels.so --model mlp --set model.c.inputs=2 "
              "--set model.c.hidden=64 --set model.c.classes=3 --inputs xy.safetensors\n"
              "  tyr run examples/bert/Bert.lean --model bert --weights bert-base-uncased/ "
-             "--inputs x.safetensors\n\n"
-             "a Hugging Face checkpoint: config.json in the --weights directory (or beside the "
-             "file, or --hf-config FILE)\nfills the model's config by name, over the config "
-             "beside FILE.lean and under --config/--set;\nkeys that are no parameter of the "
-             "model are left out and named in the output:\n" + _hf_mapping())
-    _add_source(r)
+             "--inputs x.safetensors\n  tyr run --weights Qwen3-0.6B/ --inputs x.safetensors  "
+             "(the family's Lean file and model)\n\n" + mapping_help())
+    _add_source(r, model_help="the @[model] to use (default, with --weights DIR of a Hugging "
+                              "Face checkpoint and no FILE: its family's)")
     _add_config(r)
     r.add_argument("--inputs", required=True, metavar="FILE",
                    help="safetensors file of the model's inputs")

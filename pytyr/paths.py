@@ -122,3 +122,15 @@ def read_text(path: str | os.PathLike[str], what: str = "file") -> str:
         line = data[:err.start].count(b"\n") + 1
         raise ConfigError(f"{path}:{line}: the {what} is not UTF-8 text (byte "
                           f"0x{data[err.start]:02x} at offset {err.start})") from None
+
+
+def repository_file(rel: str) -> Path:
+    """A file of Tyr's repository (`examples/llama/Llama.lean`) by its path from the root: as
+    written where the working directory is the root, else its absolute path; a ConfigError
+    where this install has no such file (a wheel carries `Tyr/`, not `examples/`)."""
+    root = Path(__file__).resolve().parent.parent
+    path = root / rel
+    if not path.is_file():
+        raise ConfigError(f"{path}: not found (this install of pytyr has no {rel}); give the "
+                          f"Lean file of the model")
+    return Path(rel) if Path(rel).resolve() == path else path

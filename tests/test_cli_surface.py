@@ -19,10 +19,11 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = {d.name: (next(d.glob("*.lean")), json.loads((d / "config.json").read_text()))
             for d in sorted((ROOT / "examples").iterdir()) if (d / "config.json").is_file()}
 MODEL = {"gpt": "gpt", "mlp": "mlp", "diffusion": "diffusion", "flux": "flux",
-         "nanochat": "nanochat", "bert": "bert"}
-# What a model's graph needs beyond its config (BERT's batch and length are the model's own
-# binders, which `tyr graph` takes from --set).
-DIMS = {"bert": ["--set", "model.b=1", "--set", "model.t=8"]}
+         "nanochat": "nanochat", "bert": "bert", "llama": "llama"}
+# What a model's graph needs beyond its config (BERT's and Llama's batch and length are the
+# models' own binders, which `tyr graph` takes from --set).
+DIMS = {"bert": ["--set", "model.b=1", "--set", "model.t=8"],
+        "llama": ["--set", "model.b=1", "--set", "model.t=8"]}
 # Float fields any finite value of which computes: a scale (a negative q,k scaling flips the
 # attention's logits, as the user asked); every other float's range is checked
 # (`pytyr.ir.ranges`).

@@ -181,7 +181,7 @@ def test_a_key_neither_a_parameter_nor_known_is_refused_with_every_problem(tmp_p
 @pytest.mark.parametrize("text,message", [
     ('{"model_type": "bert", "hidden_size": 32,', "not valid JSON"),
     ('{"model_type": "roberta"}', "model_type 'roberta' is not a family `tyr run` reads "
-                                  "(it reads: bert, gpt2)"),
+                                  "(it reads: bert, gpt2, llama, mistral, qwen2, qwen3)"),
     ('{"architectures": ["RobertaModel"]}', "no 'model_type', and 'architectures' "
                                             "(['RobertaModel']) names no family"),
     # known by its architectures alone: GPT-2's default activation is then refused

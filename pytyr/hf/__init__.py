@@ -5,6 +5,8 @@ fields and the checkpoint keys that are not parameters; `config` reads a config.
 `keys` leaves those keys out of a load, naming each. Nothing here imports torch at import.
 """
 from .config import HFConfig as HFConfig
+from .config import checkpoint_config as checkpoint_config
+from .config import family_model as family_model
 from .config import find_hf_config as find_hf_config
 from .config import model_values as model_values
 from .config import read_hf_config as read_hf_config

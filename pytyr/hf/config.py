@@ -11,13 +11,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pytyr.config import flatten, merge, read_json, show
 from pytyr.errors import ConfigError
-from pytyr.paths import input_file
+from pytyr.paths import input_file, repository_file
 
-from .families import FAMILIES, Family, family_named, family_of_architectures
+from .families import FAMILIES, Family, Field, family_named, family_of_architectures
 
 CONFIG_NAME = "config.json"
 
@@ -30,6 +30,7 @@ class HFConfig:
     sources: dict[str, str] = field(default_factory=dict)  # our dotted path → HF key
     defaulted: list[str] = field(default_factory=list)  # HF keys absent: HF's default used
     not_read: list[str] = field(default_factory=list)  # keys in no table of the family
+    model: str | None = None  # the family's Lean model for this config, where it has one
 
     def describe(self, explicit: dict[str, Any]) -> list[str]:
         """Lines for the output: what was read, and which values `explicit` (the command
@@ -61,6 +62,17 @@ def find_hf_config(weights: str | None, explicit: str | None) -> tuple[Path | No
     return (candidate, False) if candidate.is_file() else (None, False)
 
 
+def checkpoint_config(weights: str | None, explicit: str | None,
+                      say: Callable[[str], None]) -> HFConfig | None:
+    """The HF config of a checkpoint (`--hf-config`, else config.json beside the weights), or
+    None; a config.json beside them that is no HF config is said and not read."""
+    path, named = find_hf_config(weights, explicit)
+    hf = read_hf_config(path, named) if path is not None else None
+    if path is not None and hf is None:
+        say(f"{path} is not a Hugging Face config (no model_type, no architectures): not read")
+    return hf
+
+
 def is_hf_config(raw: dict[str, Any]) -> bool:
     return "model_type" in raw or "architectures" in raw
 
@@ -75,21 +87,19 @@ def read_hf_config(path: Path, explicit: bool = True) -> HFConfig | None:
         raise ConfigError(f"{path}: not a Hugging Face config: it has no 'model_type' and no "
                           f"'architectures'")
     fam = _family(raw, path)
+    if fam.normalised is not None:
+        try:
+            raw = fam.normalised(raw)
+        except ValueError as err:
+            raise ConfigError(f"{path}: {err}") from None
     values: dict[str, Any] = {}
-    out = HFConfig(path, fam, values)
+    out = HFConfig(path, fam, values, model=fam.model_for(raw))
     for f in fam.fields:
-        value = _number(raw, f.hf, f.default, f.kind, path, out)
-        if f.per is not None:
-            per = _number(raw, f.per, next(g.default for g in fam.fields if g.hf == f.per),
-                          int, path, None)
-            if value % per:
-                raise ConfigError(f"{path}: '{f.hf}' ({value}) is not a multiple of "
-                                  f"'{f.per}' ({per}): the heads would not split the width")
-            value //= per
+        value = _field_value(raw, f, fam, path, out)
         _put(values, f.ours, value)
         out.sources[f.ours] = f"{f.hf} / {f.per}" if f.per else f.hf
     for x in fam.fixed:
-        got = raw.get(x.hf)
+        got = _lookup(raw, x.hf)
         got = x.default if got is None else got  # null: the default, as if absent
         if not any(_same(got, a) for a in x.allowed_in(raw)):
             allowed = " or ".join(show(a) for a in x.allowed_in(raw))
@@ -98,6 +108,51 @@ def read_hf_config(path: Path, explicit: bool = True) -> HFConfig | None:
     known = fam.known_keys()
     out.not_read = sorted(k for k in raw if k not in known)
     return out
+
+
+def _field_value(raw: dict[str, Any], f: Field, fam: Family, path: Path, out: HFConfig) -> Any:
+    """The model's value of one field: the key's (checked), or its default as the field says,
+    divided by `per`, at most `at_most`'s."""
+    if _lookup(raw, f.hf) is None and f.default_from is not None:
+        value = _number(raw, f.default_from, None, f.kind, path, None)
+        out.defaulted.append(f"{f.hf}={f.default_from}")
+    else:
+        default = f.default(raw) if callable(f.default) else f.default
+        value = _number(raw, f.hf, default, f.kind, path, None if f.quiet else out)
+    if f.per is not None:
+        per = _number(raw, f.per, next(g.default for g in fam.fields if g.hf == f.per),
+                      int, path, None)
+        if value % per:
+            raise ConfigError(f"{path}: '{f.hf}' ({value}) is not a multiple of "
+                              f"'{f.per}' ({per}): the heads would not split the width")
+        value //= per
+    if f.at_most is not None:
+        value = min(value, _number(raw, f.at_most, None, f.kind, path, None))
+    return value
+
+
+def _lookup(raw: dict[str, Any], dotted: str) -> Any:
+    """The value at `a.b` (key `b` of the table `a`), or None where any part is absent."""
+    for part in dotted.split("."):
+        if not isinstance(raw, dict):
+            return None
+        raw = raw.get(part)
+    return raw
+
+
+def family_model(hf: HFConfig | None) -> tuple[Path, str]:
+    """The Lean file and model that run a checkpoint named without a Lean file: its family's,
+    the model by its head (`tie_word_embeddings`)."""
+    if hf is None:
+        raise ConfigError("give a Lean file (FILE.lean) or a model library (--lib LIB), or "
+                          "--weights DIR of a Hugging Face checkpoint (its config.json names "
+                          "the family)")
+    fam = hf.family
+    if fam.lean is None or hf.model is None:
+        raise ConfigError(f"{hf.path}: the {fam.name} family has no Lean model of its own to "
+                          f"run without a Lean file: give {fam.example.split(' ')[0]} and "
+                          f"--model")
+    return repository_file(fam.lean), hf.model
 
 
 def model_values(base: dict[str, Any], hf: HFConfig | None, explicit: dict[str, Any]
@@ -129,11 +184,13 @@ def _family(raw: dict[str, Any], path: Path) -> Family:
 
 def _number(raw: dict[str, Any], key: str, default: Any, kind: type, path: Path,
             out: HFConfig | None) -> Any:
-    if key not in raw:
+    v = _lookup(raw, key)
+    if v is None:  # absent or null: the default
+        if default is None:
+            raise ConfigError(f"{path}: '{key}' is needed and not given")
         if out is not None:
             out.defaulted.append(f"{key}={default}")
         return default
-    v = raw[key]
     if kind is int:
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             raise ConfigError(f"{path}: '{key}' must be a positive integer, got {show(v)}")

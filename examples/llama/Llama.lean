@@ -1,0 +1,398 @@
+import Tyr
+
+/-!
+# Llama, Mistral, Qwen2 and Qwen3 — the decoders of Hugging Face's checkpoints, by their keys
+
+Hugging Face's `LlamaForCausalLM` and the three families built on it, each a `@[model]` per
+`model_type`: token embedding; `n_layer` pre-norm layers of causal grouped-query self-attention
+with rotary embedding (`rope`: `rope_theta`, and Llama 3's frequency scaling where
+`rope_type = "llama3"`) and a SwiGLU MLP `down (silu (gate x) · up x)`, each around a
+residual; a final RMS norm with a learned gain and the language-model head. The families
+differ in their attention alone:
+
+* `llama`: no biases;
+* `mistral`: Llama's layer with sliding-window attention, each query seeing itself and the
+  `window - 1` positions before it (transformers' `sliding_window = window`; a window as long
+  as the context is none, and `tyr run` reads a `null` window so);
+* `qwen2`: biases on the query, key and value projections (not on the output);
+* `qwen3`: no biases, and an RMS norm with a learned gain over each head of the queries and
+  of the keys (`q_norm`, `k_norm`: as wide as a head, not as the model), before rotary.
+
+Each has a `…Tied` twin for checkpoints whose head is the token embedding
+(`tie_word_embeddings`: no `lm_head.weight` in the checkpoint). Parameter paths are the keys of
+transformers' `state_dict()` (`model.layers.0.self_attn.q_proj.weight`), so a checkpoint loads
+by name; the width of the heads `n_head * head_dim` need not be the model's `hidden` (Qwen3's
+`head_dim` is its own), and `head_dim` is even (`hrot`: rotary turns pairs of halves), so the
+types hold it as `2 * c.half`. Initialisation is transformers': normal(0, 0.02) matrices and
+tables, norm gains one, biases zero. `config.json` beside this file holds a small model's
+sizes; `tyr run --weights DIR` fills them from the checkpoint's own `config.json`.
+-/
+
+open torch
+
+/-- Sizes and constants of a model (transformers' `LlamaConfig` and its kin). -/
+structure LlamaConfig where
+  /-- Vocabulary size (`vocab_size`). -/
+  vocab : Nat
+  /-- The longest context (`max_position_embeddings`). -/
+  max_position : Nat
+  /-- Decoder layers (`num_hidden_layers`). -/
+  n_layer : Nat
+  /-- The residual stream's width (`hidden_size`). -/
+  hidden : Nat
+  /-- The MLP's width (`intermediate_size`). -/
+  intermediate : Nat
+  /-- Query heads (`num_attention_heads`). -/
+  n_head : Nat
+  /-- Key/value heads (`num_key_value_heads`; the query heads share them in groups). -/
+  n_kv_head : Nat
+  /-- A head's width (`head_dim`, else `hidden_size / num_attention_heads`). -/
+  head_dim : Nat
+  /-- The RMS norms' epsilon (`rms_norm_eps`). -/
+  eps : Float
+  /-- Rotary base (`rope_theta`). -/
+  rope_theta : Float
+  /-- Llama 3's frequency scaling: the factor (`rope_scaling.factor`; 1 scales nothing). -/
+  rope_factor : Float
+  /-- Llama 3's `low_freq_factor`. -/
+  rope_low : Float
+  /-- Llama 3's `high_freq_factor`. -/
+  rope_high : Float
+  /-- Llama 3's `original_max_position_embeddings`. -/
+  rope_original : Nat
+  /-- Mistral's attention window in positions, the query's own included (`sliding_window`). -/
+  window : Nat
+
+/-- Half a head's width: rotary pairs the halves. -/
+def LlamaConfig.half (c : LlamaConfig) : Nat := c.head_dim / 2
+
+/-- A head's width, even by construction (`= head_dim` under `hrot`). -/
+def LlamaConfig.hd (c : LlamaConfig) : Nat := 2 * c.half
+
+/-- The width of the queries: `n_head` heads. -/
+def LlamaConfig.q_dim (c : LlamaConfig) : Nat := c.n_head * c.hd
+
+/-- The width of the keys (and of the values): `n_kv_head` heads. -/
+def LlamaConfig.kv_dim (c : LlamaConfig) : Nat := c.n_kv_head * c.hd
+
+/-- `nn.Linear(i, o, bias=False)` as transformers initialises it. -/
+structure Linear (o i : Nat) where
+  weight : T #[o, i] := normal 0.02
+  deriving TensorStruct
+
+/-- `nn.Linear(i, o)` with a bias. -/
+structure LinearBias (o i : Nat) where
+  weight : T #[o, i] := normal 0.02
+  bias : T #[o] := zeros
+  deriving TensorStruct
+
+/-- `nn.Embedding(n, d)`. -/
+structure Embedding (n d : Nat) where
+  weight : T #[n, d] := normal 0.02
+  deriving TensorStruct
+
+/-- `LlamaRMSNorm(d)`: its gain. -/
+structure RMSNorm (d : Nat) where
+  weight : T #[d] := ones
+  deriving TensorStruct
+
+/-- The SwiGLU MLP's projections. -/
+structure MLP (c : LlamaConfig) where
+  gate_proj : Linear c.intermediate c.hidden
+  up_proj : Linear c.intermediate c.hidden
+  down_proj : Linear c.hidden c.intermediate
+  deriving TensorStruct
+
+/-- Llama's (and Mistral's) attention: four projections without biases. -/
+structure Attention (c : LlamaConfig) where
+  q_proj : Linear c.q_dim c.hidden
+  k_proj : Linear c.kv_dim c.hidden
+  v_proj : Linear c.kv_dim c.hidden
+  o_proj : Linear c.hidden c.q_dim
+  deriving TensorStruct
+
+/-- Qwen2's attention: biases on the query, key and value projections. -/
+structure Qwen2Attention (c : LlamaConfig) where
+  q_proj : LinearBias c.q_dim c.hidden
+  k_proj : LinearBias c.kv_dim c.hidden
+  v_proj : LinearBias c.kv_dim c.hidden
+  o_proj : Linear c.hidden c.q_dim
+  deriving TensorStruct
+
+/-- Qwen3's attention: Llama's projections and a gain per head width for queries and keys. -/
+structure Qwen3Attention (c : LlamaConfig) where
+  q_proj : Linear c.q_dim c.hidden
+  k_proj : Linear c.kv_dim c.hidden
+  v_proj : Linear c.kv_dim c.hidden
+  o_proj : Linear c.hidden c.q_dim
+  q_norm : RMSNorm c.hd
+  k_norm : RMSNorm c.hd
+  deriving TensorStruct
+
+/-- A decoder layer of Llama or Mistral. -/
+structure Layer (c : LlamaConfig) where
+  self_attn : Attention c
+  mlp : MLP c
+  input_layernorm : RMSNorm c.hidden
+  post_attention_layernorm : RMSNorm c.hidden
+  deriving TensorStruct
+
+/-- A decoder layer of Qwen2. -/
+structure Qwen2Layer (c : LlamaConfig) where
+  self_attn : Qwen2Attention c
+  mlp : MLP c
+  input_layernorm : RMSNorm c.hidden
+  post_attention_layernorm : RMSNorm c.hidden
+  deriving TensorStruct
+
+/-- A decoder layer of Qwen3. -/
+structure Qwen3Layer (c : LlamaConfig) where
+  self_attn : Qwen3Attention c
+  mlp : MLP c
+  input_layernorm : RMSNorm c.hidden
+  post_attention_layernorm : RMSNorm c.hidden
+  deriving TensorStruct
+
+/-- `LlamaModel` (and `MistralModel`): the embedding, the layers and the final norm. -/
+structure LlamaModel (c : LlamaConfig) where
+  embed_tokens : Embedding c.vocab c.hidden
+  layers : Vector (Layer c) c.n_layer
+  norm : RMSNorm c.hidden
+  deriving TensorStruct
+
+/-- `Qwen2Model`. -/
+structure Qwen2Model (c : LlamaConfig) where
+  embed_tokens : Embedding c.vocab c.hidden
+  layers : Vector (Qwen2Layer c) c.n_layer
+  norm : RMSNorm c.hidden
+  deriving TensorStruct
+
+/-- `Qwen3Model`. -/
+structure Qwen3Model (c : LlamaConfig) where
+  embed_tokens : Embedding c.vocab c.hidden
+  layers : Vector (Qwen3Layer c) c.n_layer
+  norm : RMSNorm c.hidden
+  deriving TensorStruct
+
+/-- `LlamaForCausalLM` with its own head. -/
+structure LlamaParams (c : LlamaConfig) where
+  model : LlamaModel c
+  lm_head : Linear c.vocab c.hidden
+  deriving TensorStruct
+
+/-- `LlamaForCausalLM` whose head is the embedding (`tie_word_embeddings`). -/
+structure LlamaTiedParams (c : LlamaConfig) where
+  model : LlamaModel c
+  deriving TensorStruct
+
+/-- `Qwen2ForCausalLM` with its own head. -/
+structure Qwen2Params (c : LlamaConfig) where
+  model : Qwen2Model c
+  lm_head : Linear c.vocab c.hidden
+  deriving TensorStruct
+
+/-- `Qwen2ForCausalLM` whose head is the embedding. -/
+structure Qwen2TiedParams (c : LlamaConfig) where
+  model : Qwen2Model c
+  deriving TensorStruct
+
+/-- `Qwen3ForCausalLM` with its own head. -/
+structure Qwen3Params (c : LlamaConfig) where
+  model : Qwen3Model c
+  lm_head : Linear c.vocab c.hidden
+  deriving TensorStruct
+
+/-- `Qwen3ForCausalLM` whose head is the embedding. -/
+structure Qwen3TiedParams (c : LlamaConfig) where
+  model : Qwen3Model c
+  deriving TensorStruct
+
+/-! ## The shared pieces -/
+
+/-- The RMS norm of every position, with its gain. -/
+def rms (c : LlamaConfig) {b t d : Nat} (n : RMSNorm d) (x : T #[b, t, d]) : T #[b, t, d] :=
+  rmsNormGain3 x n.weight c.eps
+
+/-- A projection of every position without a bias. -/
+def proj {o i b t : Nat} (l : Linear o i) (x : T #[b, t, i]) : T #[b, t, o] :=
+  linear3 x l.weight
+
+/-- A projection of every position with its bias. -/
+def projBias {o i b t : Nat} (l : LinearBias o i) (x : T #[b, t, i]) : T #[b, t, o] :=
+  linearBias3 x l.weight l.bias
+
+/-- `x + down (silu (gate (norm x)) · up (norm x))`: the MLP around its residual. -/
+def withMLP (c : LlamaConfig) {b t : Nat} (p : MLP c) (n : RMSNorm c.hidden)
+    (x : T #[b, t, c.hidden]) : T #[b, t, c.hidden] :=
+  let h := rms c n x
+  add x (proj p.down_proj (mul (silu (proj p.gate_proj h)) (proj p.up_proj h)))
+
+/-- Queries or keys turned by rotary at the positions `0 … t-1` of a context of at most
+`max_position` (`hT`), with the config's frequencies. -/
+def turn (c : LlamaConfig) {b h t : Nat} (hT : t ≤ c.max_position)
+    (x : T #[b, h, t, c.hd]) : T #[b, h, t, c.hd] :=
+  rope x hT c.rope_theta c.rope_factor c.rope_low c.rope_high c.rope_original
+
+/-- Causal grouped-query attention of rotated queries and keys, the heads merged again. -/
+def attend (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (q : T #[b, c.n_head, t, c.hd])
+    (k v : T #[b, c.n_kv_head, t, c.hd]) : T #[b, t, c.q_dim] :=
+  mergeHeads (gqaAttention (turn c hT q) (turn c hT k) v hkv)
+
+/-- Next-token logits of the final normalised stream through a head `w`. -/
+def head (c : LlamaConfig) {b t : Nat} (n : RMSNorm c.hidden) (w : T #[c.vocab, c.hidden])
+    (x : T #[b, t, c.hidden]) : T #[b, t, c.vocab] :=
+  linear3 (rms c n x) w
+
+/-! ## Llama -/
+
+/-- Llama's self-attention of the normalised stream `x`. -/
+def llamaAttention (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (p : Attention c) (x : T #[b, t, c.hidden]) :
+    T #[b, t, c.hidden] :=
+  let y := attend c hT hkv (splitHeads (proj p.q_proj x)) (splitHeads (proj p.k_proj x))
+    (splitHeads (proj p.v_proj x))
+  proj p.o_proj y
+
+/-- A Llama layer: attention, then the MLP, each pre-normed around a residual. -/
+def llamaLayer (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (p : Layer c) (x : T #[b, t, c.hidden]) :
+    T #[b, t, c.hidden] :=
+  let x := add x (llamaAttention c hT hkv p.self_attn (rms c p.input_layernorm x))
+  withMLP c p.mlp p.post_attention_layernorm x
+
+/-- The stream after every Llama layer, before the final norm. -/
+def llamaStream (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (p : LlamaModel c) (input_ids : IT #[b, t] c.vocab) :
+    T #[b, t, c.hidden] :=
+  p.layers.foldl (fun x l => llamaLayer c hT hkv l x) (embedding2 input_ids p.embed_tokens.weight)
+
+/-- Llama's next-token logits for every position of `b` sequences of `t` tokens. -/
+@[model]
+def llama (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position) (hrot : c.head_dim % 2 = 0)
+    (hkv : c.n_head % c.n_kv_head = 0) (p : LlamaParams c) (input_ids : IT #[b, t] c.vocab) :
+    T #[b, t, c.vocab] :=
+  head c p.model.norm p.lm_head.weight (llamaStream c hT hkv p.model input_ids)
+
+/-- `llama` with the head tied to the embedding. -/
+@[model]
+def llamaTied (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0) (p : LlamaTiedParams c)
+    (input_ids : IT #[b, t] c.vocab) : T #[b, t, c.vocab] :=
+  head c p.model.norm p.model.embed_tokens.weight (llamaStream c hT hkv p.model input_ids)
+
+/-! ## Mistral: Llama's layers over a sliding window -/
+
+/-- Mistral's self-attention: each query sees itself and the `window - 1` keys before it. -/
+def mistralAttention (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (hw : c.window - 1 ≤ c.max_position) (p : Attention c)
+    (x : T #[b, t, c.hidden]) : T #[b, t, c.hidden] :=
+  let q := turn c hT (splitHeads (proj p.q_proj x))
+  let k := turn c hT (splitHeads (proj p.k_proj x))
+  let y := windowAttention q k (splitHeads (proj p.v_proj x)) (c.window - 1) hw hT hkv
+  proj p.o_proj (mergeHeads y)
+
+/-- A Mistral layer. -/
+def mistralLayer (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (hw : c.window - 1 ≤ c.max_position) (p : Layer c)
+    (x : T #[b, t, c.hidden]) : T #[b, t, c.hidden] :=
+  let x := add x (mistralAttention c hT hkv hw p.self_attn (rms c p.input_layernorm x))
+  withMLP c p.mlp p.post_attention_layernorm x
+
+/-- The stream after every Mistral layer. -/
+def mistralStream (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (hw : c.window - 1 ≤ c.max_position) (p : LlamaModel c)
+    (input_ids : IT #[b, t] c.vocab) : T #[b, t, c.hidden] :=
+  p.layers.foldl (fun x l => mistralLayer c hT hkv hw l x)
+    (embedding2 input_ids p.embed_tokens.weight)
+
+/-- Mistral's next-token logits. -/
+@[model]
+def mistral (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0)
+    (hw : c.window - 1 ≤ c.max_position) (p : LlamaParams c) (input_ids : IT #[b, t] c.vocab) :
+    T #[b, t, c.vocab] :=
+  head c p.model.norm p.lm_head.weight (mistralStream c hT hkv hw p.model input_ids)
+
+/-- `mistral` with the head tied to the embedding. -/
+@[model]
+def mistralTied (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0)
+    (hw : c.window - 1 ≤ c.max_position) (p : LlamaTiedParams c)
+    (input_ids : IT #[b, t] c.vocab) : T #[b, t, c.vocab] :=
+  head c p.model.norm p.model.embed_tokens.weight (mistralStream c hT hkv hw p.model input_ids)
+
+/-! ## Qwen2: biases on queries, keys and values -/
+
+/-- Qwen2's self-attention. -/
+def qwen2Attention (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen2Attention c) (x : T #[b, t, c.hidden]) :
+    T #[b, t, c.hidden] :=
+  let y := attend c hT hkv (splitHeads (projBias p.q_proj x)) (splitHeads (projBias p.k_proj x))
+    (splitHeads (projBias p.v_proj x))
+  proj p.o_proj y
+
+/-- A Qwen2 layer. -/
+def qwen2Layer (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen2Layer c) (x : T #[b, t, c.hidden]) :
+    T #[b, t, c.hidden] :=
+  let x := add x (qwen2Attention c hT hkv p.self_attn (rms c p.input_layernorm x))
+  withMLP c p.mlp p.post_attention_layernorm x
+
+/-- The stream after every Qwen2 layer. -/
+def qwen2Stream (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen2Model c) (input_ids : IT #[b, t] c.vocab) :
+    T #[b, t, c.hidden] :=
+  p.layers.foldl (fun x l => qwen2Layer c hT hkv l x) (embedding2 input_ids p.embed_tokens.weight)
+
+/-- Qwen2's next-token logits. -/
+@[model]
+def qwen2 (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position) (hrot : c.head_dim % 2 = 0)
+    (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen2Params c) (input_ids : IT #[b, t] c.vocab) :
+    T #[b, t, c.vocab] :=
+  head c p.model.norm p.lm_head.weight (qwen2Stream c hT hkv p.model input_ids)
+
+/-- `qwen2` with the head tied to the embedding. -/
+@[model]
+def qwen2Tied (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen2TiedParams c)
+    (input_ids : IT #[b, t] c.vocab) : T #[b, t, c.vocab] :=
+  head c p.model.norm p.model.embed_tokens.weight (qwen2Stream c hT hkv p.model input_ids)
+
+/-! ## Qwen3: a norm over each head of the queries and keys -/
+
+/-- Qwen3's self-attention: the queries and keys normalised per head (a gain as wide as a
+head), then rotated. -/
+def qwen3Attention (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen3Attention c) (x : T #[b, t, c.hidden]) :
+    T #[b, t, c.hidden] :=
+  let q := rmsNormScale4 (splitHeads (proj p.q_proj x)) p.q_norm.weight c.eps
+  let k := rmsNormScale4 (splitHeads (proj p.k_proj x)) p.k_norm.weight c.eps
+  proj p.o_proj (attend c hT hkv q k (splitHeads (proj p.v_proj x)))
+
+/-- A Qwen3 layer. -/
+def qwen3Layer (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen3Layer c) (x : T #[b, t, c.hidden]) :
+    T #[b, t, c.hidden] :=
+  let x := add x (qwen3Attention c hT hkv p.self_attn (rms c p.input_layernorm x))
+  withMLP c p.mlp p.post_attention_layernorm x
+
+/-- The stream after every Qwen3 layer. -/
+def qwen3Stream (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen3Model c) (input_ids : IT #[b, t] c.vocab) :
+    T #[b, t, c.hidden] :=
+  p.layers.foldl (fun x l => qwen3Layer c hT hkv l x) (embedding2 input_ids p.embed_tokens.weight)
+
+/-- Qwen3's next-token logits. -/
+@[model]
+def qwen3 (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position) (hrot : c.head_dim % 2 = 0)
+    (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen3Params c) (input_ids : IT #[b, t] c.vocab) :
+    T #[b, t, c.vocab] :=
+  head c p.model.norm p.lm_head.weight (qwen3Stream c hT hkv p.model input_ids)
+
+/-- `qwen3` with the head tied to the embedding. -/
+@[model]
+def qwen3Tied (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen3TiedParams c)
+    (input_ids : IT #[b, t] c.vocab) : T #[b, t, c.vocab] :=
+  head c p.model.norm p.model.embed_tokens.weight (qwen3Stream c hT hkv p.model input_ids)

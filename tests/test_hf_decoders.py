@@ -1,0 +1,183 @@
+"""`tyr run --weights DIR` on tiny random Llama, Mistral, Qwen2 and Qwen3 checkpoints as
+transformers writes them (`save_pretrained`), with no Lean file named: the family comes from
+`config.json`'s `model_type`, the model from `tie_word_embeddings`, and the logits equal
+transformers' own. Both layouts of the rotary settings are read (transformers 5's
+`rope_parameters`, the Hub's `rope_theta` and `rope_scaling`); what the Lean models do not
+compute, a config that contradicts the weights and a missing shard are one line each."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import transformers as tf
+from safetensors.torch import load_file, save_file
+from transformers.utils import logging as hf_logging
+
+from pytyr.cli import main
+
+hf_logging.disable_progress_bar()
+# No two sizes alike, so that a field filled from the wrong key is a shape error.
+SIZES = dict(vocab_size=61, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 16}
+VARIANTS = {
+    # name: (config class, model class, config overrides, the Lean model tyr picks)
+    "llama": (tf.LlamaConfig, tf.LlamaForCausalLM, {"rope_theta": 500000.0}, "llama"),
+    "llama3": (tf.LlamaConfig, tf.LlamaForCausalLM, {"rope_scaling": LLAMA3}, "llama"),
+    "llama-tied": (tf.LlamaConfig, tf.LlamaForCausalLM, {"tie_word_embeddings": True},
+                   "llamaTied"),
+    # a window of 3 positions over 9 tokens: every query past the third sees a part
+    "mistral": (tf.MistralConfig, tf.MistralForCausalLM, {"sliding_window": 3}, "mistral"),
+    "mistral-whole": (tf.MistralConfig, tf.MistralForCausalLM, {"sliding_window": None},
+                      "mistral"),
+    "qwen2": (tf.Qwen2Config, tf.Qwen2ForCausalLM, {}, "qwen2"),
+    # heads of 10 (4 · 10 ≠ 24): Qwen3's head width is its own
+    "qwen3": (tf.Qwen3Config, tf.Qwen3ForCausalLM, {"head_dim": 10}, "qwen3"),
+    "qwen3-tied": (tf.Qwen3Config, tf.Qwen3ForCausalLM,
+                   {"head_dim": 6, "tie_word_embeddings": True}, "qwen3Tied"),
+}
+
+
+def drawn(model: torch.nn.Module, seed: int) -> torch.nn.Module:
+    """Every parameter random, norm gains and biases too, so no path is trivially 1 or 0."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            base = 1.0 if name.endswith("norm.weight") else 0.0
+            p.copy_(base + torch.randn(p.shape, generator=gen) * 0.2)
+    return model.eval()
+
+
+def checkpoint(path: Path, variant: str, *, shard: str | None = None) -> torch.nn.Module:
+    config_cls, model_cls, over, _ = VARIANTS[variant]
+    model = drawn(model_cls(config_cls(**SIZES, **over)), seed=len(variant))
+    model.save_pretrained(path, **({"max_shard_size": shard} if shard else {}))
+    return model
+
+
+def ids(path: Path, b: int = 2, t: int = 9) -> torch.Tensor:
+    x = torch.randint(0, SIZES["vocab_size"], (b, t), generator=torch.Generator().manual_seed(3))
+    save_file({"input_ids": x}, path)
+    return x
+
+
+def tyr_run(tmp_path: Path, weights: Path, *extra: str) -> tuple[int, Path]:
+    out = tmp_path / "logits.safetensors"
+    rc = main(["run", "--weights", str(weights), "--inputs", str(tmp_path / "ids.safetensors"),
+               "-o", str(out), *extra])
+    return rc, out
+
+
+def reference(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return model(input_ids=x).logits
+
+
+def edit_config(path: Path, **changes) -> None:
+    f = path / "config.json"
+    raw = json.loads(f.read_text())
+    raw.update(changes)
+    f.write_text(json.dumps({k: v for k, v in raw.items() if v is not ...}))
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_logits_equal_transformers_without_a_lean_file(tmp_path, capsys, variant):
+    model = checkpoint(tmp_path / "ckpt", variant)
+    x = ids(tmp_path / "ids.safetensors")
+    rc, out = tyr_run(tmp_path, tmp_path / "ckpt")
+    said = capsys.readouterr().out
+    assert rc == 0, said
+    assert f"Llama.lean, model {VARIANTS[variant][3]}" in said
+    got = load_file(out)["out"]
+    torch.testing.assert_close(got, reference(model, x), rtol=0, atol=1e-5)
+
+
+def test_the_hubs_rotary_layout_reads_as_transformers_5s(tmp_path, capsys):
+    # Llama 3.x on the Hub: `rope_theta` at the top, `rope_scaling` with the old name `type`
+    model = checkpoint(tmp_path / "ckpt", "llama3")
+    edit_config(tmp_path / "ckpt", rope_parameters=..., rope_theta=10000.0,
+                rope_scaling={**{k: v for k, v in LLAMA3.items() if k != "rope_type"},
+                              "type": "llama3"})
+    x = ids(tmp_path / "ids.safetensors")
+    rc, out = tyr_run(tmp_path, tmp_path / "ckpt")
+    said = capsys.readouterr().out
+    assert rc == 0 and "c.rope_factor=8.0" in said and "c.rope_original=16" in said, said
+    torch.testing.assert_close(load_file(out)["out"], reference(model, x), rtol=0, atol=1e-5)
+
+
+def test_a_sharded_checkpoint_reads_through_its_index(tmp_path):
+    model = checkpoint(tmp_path / "ckpt", "qwen3", shard="20KB")
+    assert len(list((tmp_path / "ckpt").glob("model-*.safetensors"))) > 1
+    x = ids(tmp_path / "ids.safetensors")
+    rc, out = tyr_run(tmp_path, tmp_path / "ckpt")
+    assert rc == 0
+    torch.testing.assert_close(load_file(out)["out"], reference(model, x), rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("variant,changes,message", [
+    ("llama", {"model_type": "qwen3_5"},
+     "model_type 'qwen3_5' is not a family `tyr run` reads"),
+    ("llama", {"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0}},
+     "'rope_parameters.rope_type' is 'yarn'"),
+    ("llama", {"rope_parameters": {"rope_type": "llama3", "rope_theta": 1e4, "factor": 4.0}},
+     "a 'llama3' rotary scaling needs low_freq_factor, high_freq_factor, "
+     "original_max_position_embeddings"),
+    ("llama", {"hidden_act": "gelu"}, "'hidden_act' is 'gelu'"),
+    ("llama", {"attention_bias": True}, "'attention_bias' is True"),
+    ("qwen2", {"use_sliding_window": True}, "'use_sliding_window' is True"),
+    ("qwen3", {"rope_parameters": {"rope_theta": 1e4, "partial_rotary_factor": 0.5}},
+     "'rope_parameters.partial_rotary_factor' is 0.5"),
+    ("llama", {"num_key_value_heads": 0}, "'num_key_value_heads' must be a positive integer"),
+])
+def test_what_the_model_does_not_compute_is_one_line_naming_the_key(tmp_path, capsys, variant,
+                                                                     changes, message):
+    checkpoint(tmp_path / "ckpt", variant)
+    edit_config(tmp_path / "ckpt", **changes)
+    ids(tmp_path / "ids.safetensors")
+    rc, out = tyr_run(tmp_path, tmp_path / "ckpt")
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and not out.exists()
+    assert len(err.splitlines()) == 1 and message in err, err
+    assert str(tmp_path / "ckpt" / "config.json") in err
+
+
+def test_a_config_that_contradicts_the_weights_names_the_tensors(tmp_path, capsys):
+    checkpoint(tmp_path / "ckpt", "qwen3")
+    edit_config(tmp_path / "ckpt", intermediate_size=41)
+    ids(tmp_path / "ids.safetensors")
+    rc, out = tyr_run(tmp_path, tmp_path / "ckpt")
+    err = capsys.readouterr().err
+    assert rc == 1 and not out.exists()
+    assert "the weights do not fit the model" in err
+    assert "model.layers.0.mlp.gate_proj.weight" in err and "[41, 24]" in err, err
+
+
+def test_a_missing_shard_is_named_before_the_model_is_built(tmp_path, capsys):
+    checkpoint(tmp_path / "ckpt", "llama", shard="20KB")
+    shards = sorted((tmp_path / "ckpt").glob("model-*.safetensors"))
+    shards[-1].unlink()
+    ids(tmp_path / "ids.safetensors")
+    rc, out = tyr_run(tmp_path, tmp_path / "ckpt")
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and not out.exists()
+    assert shards[-1].name in err and len(err.splitlines()) == 1, err
+
+
+def test_naming_the_lean_file_runs_a_users_variant_of_the_family(tmp_path, capsys):
+    # the same checkpoint through the file and model named on the command line
+    model = checkpoint(tmp_path / "ckpt", "qwen2")
+    x = ids(tmp_path / "ids.safetensors")
+    lean = Path(__file__).resolve().parents[1] / "examples" / "llama" / "Llama.lean"
+    rc, out = tyr_run(tmp_path, tmp_path / "ckpt", str(lean), "--model", "qwen2")
+    assert rc == 0 and "family qwen2" not in capsys.readouterr().out
+    torch.testing.assert_close(load_file(out)["out"], reference(model, x), rtol=0, atol=1e-5)
+
+
+def test_no_lean_file_and_no_checkpoint_config_says_what_to_give(tmp_path, capsys):
+    ids(tmp_path / "ids.safetensors")
+    rc = main(["run", "--inputs", str(tmp_path / "ids.safetensors")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and "give a Lean file" in err and "--weights DIR" in err, err
