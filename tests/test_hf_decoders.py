@@ -181,3 +181,30 @@ def test_no_lean_file_and_no_checkpoint_config_says_what_to_give(tmp_path, capsy
     rc = main(["run", "--inputs", str(tmp_path / "ids.safetensors")])
     err = capsys.readouterr().err.strip()
     assert rc == 1 and "give a Lean file" in err and "--weights DIR" in err, err
+
+
+@pytest.mark.parametrize("variant", ["llama3", "mistral", "qwen2", "qwen3", "qwen3-tied"])
+def test_greedy_decoding_over_the_cache_is_transformers_generate(tmp_path, variant):
+    # 16 greedy tokens through the family's step model (prefill, then one token a step over
+    # the typed caches) against transformers' own cached `generate`
+    from pytyr.config import read_json
+    from pytyr.hf import family_model, model_values, read_hf_config
+    from pytyr.pipeline import LeanModels
+    from pytyr.safetensors import open_checkpoint
+    from pytyr.train.model import RunModel
+    from pytyr.train.tasks.lm.kvcache import generate_cached
+
+    model = checkpoint(tmp_path / "ckpt", variant)
+    hf = read_hf_config(tmp_path / "ckpt" / "config.json")
+    lean, name = family_model(hf)
+    base = read_json(lean.parent / "config.json", "config")["model"]
+    with open_checkpoint(str(tmp_path / "ckpt")) as ckpt:
+        weights = {n: ckpt.tensor(n).clone() for n in ckpt.tensors}
+    run = RunModel(LeanModels(lean), name, model_values(base, hf, {"c": {"cache": 32}}))
+    prompt = [5, 9, 2, 33, 7]
+    got = generate_cached(run.with_weights(weights, "ckpt"), f"{name}Step", prompt, 16, 0.0,
+                          block=32)
+    with torch.no_grad():
+        want = model.generate(torch.tensor([prompt]), max_new_tokens=16, min_new_tokens=16,
+                              do_sample=False)[0].tolist()
+    assert got == want and len(got) == 21

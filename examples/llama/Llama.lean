@@ -62,6 +62,9 @@ structure LlamaConfig where
   rope_original : Nat
   /-- Mistral's attention window in positions, the query's own included (`sliding_window`). -/
   window : Nat
+  /-- Positions of a decoding step's key/value caches (the step models'; not in a checkpoint's
+  config: the longest context `tyr` decodes, at most `max_position`). -/
+  cache : Nat
 
 /-- Half a head's width: rotary pairs the halves. -/
 def LlamaConfig.half (c : LlamaConfig) : Nat := c.head_dim / 2
@@ -227,6 +230,10 @@ def withMLP (c : LlamaConfig) {b t : Nat} (p : MLP c) (n : RMSNorm c.hidden)
   let h := rms c n x
   add x (proj p.down_proj (mul (silu (proj p.gate_proj h)) (proj p.up_proj h)))
 
+/-- Queries, keys and values of `t` positions, in heads (before rotary). -/
+abbrev QKV (c : LlamaConfig) (b t : Nat) : Type :=
+  T #[b, c.n_head, t, c.hd] × (T #[b, c.n_kv_head, t, c.hd] × T #[b, c.n_kv_head, t, c.hd])
+
 /-- Queries or keys turned by rotary at the positions `0 … t-1` of a context of at most
 `max_position` (`hT`), with the config's frequencies. -/
 def turn (c : LlamaConfig) {b h t : Nat} (hT : t ≤ c.max_position)
@@ -235,37 +242,93 @@ def turn (c : LlamaConfig) {b h t : Nat} (hT : t ≤ c.max_position)
 
 /-- Causal grouped-query attention of rotated queries and keys, the heads merged again. -/
 def attend (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
-    (hkv : c.n_head % c.n_kv_head = 0) (q : T #[b, c.n_head, t, c.hd])
-    (k v : T #[b, c.n_kv_head, t, c.hd]) : T #[b, t, c.q_dim] :=
-  mergeHeads (gqaAttention (turn c hT q) (turn c hT k) v hkv)
+    (hkv : c.n_head % c.n_kv_head = 0) (a : QKV c b t) : T #[b, t, c.q_dim] :=
+  mergeHeads (gqaAttention (turn c hT a.fst) (turn c hT a.snd.fst) a.snd.snd hkv)
 
 /-- Next-token logits of the final normalised stream through a head `w`. -/
 def head (c : LlamaConfig) {b t : Nat} (n : RMSNorm c.hidden) (w : T #[c.vocab, c.hidden])
     (x : T #[b, t, c.hidden]) : T #[b, t, c.vocab] :=
   linear3 (rms c n x) w
 
+/-! ### Decoding over key/value caches
+
+A step model takes the `t` new tokens `idx` at the positions `pos` (typed `< cache`, the
+caches' length) and the caches of every layer, stacked (`T #[n_layer, b, n_kv_head, cache,
+hd]`: each layer reads the stacks' heads and pushes its updated caches at the end), and returns
+their logits and the updated caches. Prefill is a step at `0 … t-1`, then one token at a time;
+the keys are cached rotated, as transformers caches them. -/
+
+/-- The key (or value) caches of every layer, stacked. -/
+abbrev Cache (c : LlamaConfig) (b : Nat) : Type :=
+  T #[c.n_layer, b, c.n_kv_head, c.cache, c.hd]
+
+/-- One layer's key and value caches. -/
+abbrev LayerCache (c : LlamaConfig) (b : Nat) : Type :=
+  T #[b, c.n_kv_head, c.cache, c.hd] × T #[b, c.n_kv_head, c.cache, c.hd]
+
+/-- The stream of a step and the stacks of caches. -/
+abbrev Step (c : LlamaConfig) (b t : Nat) : Type := T #[b, t, c.hidden] × (Cache c b × Cache c b)
+
+/-- Queries or keys turned by rotary at the positions `pos`. -/
+def turnAt (c : LlamaConfig) {b h t : Nat} (pos : IT #[t] c.cache) (x : T #[b, h, t, c.hd]) :
+    T #[b, h, t, c.hd] :=
+  ropeAt x pos c.rope_theta c.rope_factor c.rope_low c.rope_high c.rope_original
+
+/-- This layer's caches (the stacks' heads) with the step's rotated keys and its values
+written at `pos`. -/
+def written (c : LlamaConfig) {b t : Nat} (hl : 0 < c.n_layer) (pos : IT #[t] c.cache)
+    (a : QKV c b t) (s : Step c b t) : LayerCache c b :=
+  (cacheWrite (stackHead s.snd.fst hl) (turnAt c pos a.snd.fst) pos,
+    cacheWrite (stackHead s.snd.snd hl) a.snd.snd pos)
+
+/-- The step after a layer's attention `y`: the output projection and the MLP around their
+residuals, this layer's caches pushed. -/
+def stepOn (c : LlamaConfig) {b t : Nat} (o : Linear c.hidden c.q_dim) (m : MLP c)
+    (n : RMSNorm c.hidden) (y : T #[b, c.n_head, t, c.hd]) (kv : LayerCache c b)
+    (s : Step c b t) : Step c b t :=
+  (withMLP c m n (add s.fst (proj o (mergeHeads y))),
+    (stackPush s.snd.fst kv.fst, stackPush s.snd.snd kv.snd))
+
+/-- A layer's step with attention over the whole cache (`j ≤ pos[i]`). -/
+def cachedLayer (c : LlamaConfig) {b t : Nat} (hl : 0 < c.n_layer)
+    (hkv : c.n_head % c.n_kv_head = 0) (pos : IT #[t] c.cache) (o : Linear c.hidden c.q_dim)
+    (m : MLP c) (n : RMSNorm c.hidden) (a : QKV c b t) (s : Step c b t) : Step c b t :=
+  let kv := written c hl pos a s
+  stepOn c o m n (cachedAttention (turnAt c pos a.fst) kv.fst kv.snd pos hkv) kv s
+
 /-! ## Llama -/
 
-/-- Llama's self-attention of the normalised stream `x`. -/
-def llamaAttention (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
-    (hkv : c.n_head % c.n_kv_head = 0) (p : Attention c) (x : T #[b, t, c.hidden]) :
-    T #[b, t, c.hidden] :=
-  let y := attend c hT hkv (splitHeads (proj p.q_proj x)) (splitHeads (proj p.k_proj x))
-    (splitHeads (proj p.v_proj x))
-  proj p.o_proj y
+/-- Llama's queries, keys and values of the normalised stream. -/
+def llamaQKV (c : LlamaConfig) {b t : Nat} (p : Attention c) (x : T #[b, t, c.hidden]) :
+    QKV c b t :=
+  (splitHeads (proj p.q_proj x), (splitHeads (proj p.k_proj x), splitHeads (proj p.v_proj x)))
 
 /-- A Llama layer: attention, then the MLP, each pre-normed around a residual. -/
 def llamaLayer (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
     (hkv : c.n_head % c.n_kv_head = 0) (p : Layer c) (x : T #[b, t, c.hidden]) :
     T #[b, t, c.hidden] :=
-  let x := add x (llamaAttention c hT hkv p.self_attn (rms c p.input_layernorm x))
-  withMLP c p.mlp p.post_attention_layernorm x
+  let a := llamaQKV c p.self_attn (rms c p.input_layernorm x)
+  withMLP c p.mlp p.post_attention_layernorm (add x (proj p.self_attn.o_proj (attend c hT hkv a)))
 
 /-- The stream after every Llama layer, before the final norm. -/
 def llamaStream (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
     (hkv : c.n_head % c.n_kv_head = 0) (p : LlamaModel c) (input_ids : IT #[b, t] c.vocab) :
     T #[b, t, c.hidden] :=
   p.layers.foldl (fun x l => llamaLayer c hT hkv l x) (embedding2 input_ids p.embed_tokens.weight)
+
+/-- A Llama layer at a decoding step. -/
+def llamaLayerStep (c : LlamaConfig) {b t : Nat} (hl : 0 < c.n_layer)
+    (hkv : c.n_head % c.n_kv_head = 0) (pos : IT #[t] c.cache) (p : Layer c) (s : Step c b t) :
+    Step c b t :=
+  cachedLayer c hl hkv pos p.self_attn.o_proj p.mlp p.post_attention_layernorm
+    (llamaQKV c p.self_attn (rms c p.input_layernorm s.fst)) s
+
+/-- The step's stream after every Llama layer, and the updated caches. -/
+def llamaSteps (c : LlamaConfig) {b t : Nat} (hl : 0 < c.n_layer)
+    (hkv : c.n_head % c.n_kv_head = 0) (p : LlamaModel c) (idx : IT #[b, t] c.vocab)
+    (pos : IT #[t] c.cache) (k_cache v_cache : Cache c b) : Step c b t :=
+  p.layers.foldl (fun s l => llamaLayerStep c hl hkv pos l s)
+    (embedding2 idx p.embed_tokens.weight, (k_cache, v_cache))
 
 /-- Llama's next-token logits for every position of `b` sequences of `t` tokens. -/
 @[model]
@@ -281,23 +344,34 @@ def llamaTied (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
     (input_ids : IT #[b, t] c.vocab) : T #[b, t, c.vocab] :=
   head c p.model.norm p.model.embed_tokens.weight (llamaStream c hT hkv p.model input_ids)
 
+/-- One decoding step of `llama`: logits of the new tokens, the updated caches. -/
+@[model]
+def llamaStep (c : LlamaConfig) {b t : Nat} (hrot : c.head_dim % 2 = 0)
+    (hkv : c.n_head % c.n_kv_head = 0) (hl : 0 < c.n_layer) (p : LlamaParams c)
+    (idx : IT #[b, t] c.vocab) (pos : IT #[t] c.cache) (k_cache v_cache : Cache c b) :
+    T #[b, t, c.vocab] × (Cache c b × Cache c b) :=
+  let s := llamaSteps c hl hkv p.model idx pos k_cache v_cache
+  (head c p.model.norm p.lm_head.weight s.fst, s.snd)
+
+/-- One decoding step of `llamaTied`. -/
+@[model]
+def llamaTiedStep (c : LlamaConfig) {b t : Nat} (hrot : c.head_dim % 2 = 0)
+    (hkv : c.n_head % c.n_kv_head = 0) (hl : 0 < c.n_layer) (p : LlamaTiedParams c)
+    (idx : IT #[b, t] c.vocab) (pos : IT #[t] c.cache) (k_cache v_cache : Cache c b) :
+    T #[b, t, c.vocab] × (Cache c b × Cache c b) :=
+  let s := llamaSteps c hl hkv p.model idx pos k_cache v_cache
+  (head c p.model.norm p.model.embed_tokens.weight s.fst, s.snd)
+
 /-! ## Mistral: Llama's layers over a sliding window -/
 
-/-- Mistral's self-attention: each query sees itself and the `window - 1` keys before it. -/
-def mistralAttention (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
-    (hkv : c.n_head % c.n_kv_head = 0) (hw : c.window - 1 ≤ c.max_position) (p : Attention c)
-    (x : T #[b, t, c.hidden]) : T #[b, t, c.hidden] :=
-  let q := turn c hT (splitHeads (proj p.q_proj x))
-  let k := turn c hT (splitHeads (proj p.k_proj x))
-  let y := windowAttention q k (splitHeads (proj p.v_proj x)) (c.window - 1) hw hT hkv
-  proj p.o_proj (mergeHeads y)
-
-/-- A Mistral layer. -/
+/-- A Mistral layer: each query sees itself and the `window - 1` keys before it. -/
 def mistralLayer (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
     (hkv : c.n_head % c.n_kv_head = 0) (hw : c.window - 1 ≤ c.max_position) (p : Layer c)
     (x : T #[b, t, c.hidden]) : T #[b, t, c.hidden] :=
-  let x := add x (mistralAttention c hT hkv hw p.self_attn (rms c p.input_layernorm x))
-  withMLP c p.mlp p.post_attention_layernorm x
+  let a := llamaQKV c p.self_attn (rms c p.input_layernorm x)
+  let y := windowAttention (turn c hT a.fst) (turn c hT a.snd.fst) a.snd.snd (c.window - 1) hw
+    hT hkv
+  withMLP c p.mlp p.post_attention_layernorm (add x (proj p.self_attn.o_proj (mergeHeads y)))
 
 /-- The stream after every Mistral layer. -/
 def mistralStream (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
@@ -305,6 +379,24 @@ def mistralStream (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
     (input_ids : IT #[b, t] c.vocab) : T #[b, t, c.hidden] :=
   p.layers.foldl (fun x l => mistralLayer c hT hkv hw l x)
     (embedding2 input_ids p.embed_tokens.weight)
+
+/-- A Mistral layer at a decoding step, over the window of the cache (`hw`: the window fits
+the cache; a window as long as the cache is none). -/
+def mistralLayerStep (c : LlamaConfig) {b t : Nat} (hl : 0 < c.n_layer)
+    (hkv : c.n_head % c.n_kv_head = 0) (hw : c.window - 1 ≤ c.cache) (pos : IT #[t] c.cache)
+    (p : Layer c) (s : Step c b t) : Step c b t :=
+  let a := llamaQKV c p.self_attn (rms c p.input_layernorm s.fst)
+  let kv := written c hl pos a s
+  let y := cachedWindowAttention (turnAt c pos a.fst) kv.fst kv.snd pos (c.window - 1) hw hkv
+  stepOn c p.self_attn.o_proj p.mlp p.post_attention_layernorm y kv s
+
+/-- The step's stream after every Mistral layer, and the updated caches. -/
+def mistralSteps (c : LlamaConfig) {b t : Nat} (hl : 0 < c.n_layer)
+    (hkv : c.n_head % c.n_kv_head = 0) (hw : c.window - 1 ≤ c.cache) (p : LlamaModel c)
+    (idx : IT #[b, t] c.vocab) (pos : IT #[t] c.cache) (k_cache v_cache : Cache c b) :
+    Step c b t :=
+  p.layers.foldl (fun s l => mistralLayerStep c hl hkv hw pos l s)
+    (embedding2 idx p.embed_tokens.weight, (k_cache, v_cache))
 
 /-- Mistral's next-token logits. -/
 @[model]
@@ -322,28 +414,52 @@ def mistralTied (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
     (input_ids : IT #[b, t] c.vocab) : T #[b, t, c.vocab] :=
   head c p.model.norm p.model.embed_tokens.weight (mistralStream c hT hkv hw p.model input_ids)
 
+/-- One decoding step of `mistral`. -/
+@[model]
+def mistralStep (c : LlamaConfig) {b t : Nat} (hrot : c.head_dim % 2 = 0)
+    (hkv : c.n_head % c.n_kv_head = 0) (hl : 0 < c.n_layer) (hw : c.window - 1 ≤ c.cache)
+    (p : LlamaParams c) (idx : IT #[b, t] c.vocab) (pos : IT #[t] c.cache)
+    (k_cache v_cache : Cache c b) : T #[b, t, c.vocab] × (Cache c b × Cache c b) :=
+  let s := mistralSteps c hl hkv hw p.model idx pos k_cache v_cache
+  (head c p.model.norm p.lm_head.weight s.fst, s.snd)
+
+/-- One decoding step of `mistralTied`. -/
+@[model]
+def mistralTiedStep (c : LlamaConfig) {b t : Nat} (hrot : c.head_dim % 2 = 0)
+    (hkv : c.n_head % c.n_kv_head = 0) (hl : 0 < c.n_layer) (hw : c.window - 1 ≤ c.cache)
+    (p : LlamaTiedParams c) (idx : IT #[b, t] c.vocab) (pos : IT #[t] c.cache)
+    (k_cache v_cache : Cache c b) : T #[b, t, c.vocab] × (Cache c b × Cache c b) :=
+  let s := mistralSteps c hl hkv hw p.model idx pos k_cache v_cache
+  (head c p.model.norm p.model.embed_tokens.weight s.fst, s.snd)
+
 /-! ## Qwen2: biases on queries, keys and values -/
 
-/-- Qwen2's self-attention. -/
-def qwen2Attention (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
-    (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen2Attention c) (x : T #[b, t, c.hidden]) :
-    T #[b, t, c.hidden] :=
-  let y := attend c hT hkv (splitHeads (projBias p.q_proj x)) (splitHeads (projBias p.k_proj x))
-    (splitHeads (projBias p.v_proj x))
-  proj p.o_proj y
+/-- Qwen2's queries, keys and values, each with its bias. -/
+def qwen2QKV (c : LlamaConfig) {b t : Nat} (p : Qwen2Attention c) (x : T #[b, t, c.hidden]) :
+    QKV c b t :=
+  (splitHeads (projBias p.q_proj x),
+    (splitHeads (projBias p.k_proj x), splitHeads (projBias p.v_proj x)))
 
 /-- A Qwen2 layer. -/
 def qwen2Layer (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
     (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen2Layer c) (x : T #[b, t, c.hidden]) :
     T #[b, t, c.hidden] :=
-  let x := add x (qwen2Attention c hT hkv p.self_attn (rms c p.input_layernorm x))
-  withMLP c p.mlp p.post_attention_layernorm x
+  let a := qwen2QKV c p.self_attn (rms c p.input_layernorm x)
+  withMLP c p.mlp p.post_attention_layernorm (add x (proj p.self_attn.o_proj (attend c hT hkv a)))
 
 /-- The stream after every Qwen2 layer. -/
 def qwen2Stream (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
     (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen2Model c) (input_ids : IT #[b, t] c.vocab) :
     T #[b, t, c.hidden] :=
   p.layers.foldl (fun x l => qwen2Layer c hT hkv l x) (embedding2 input_ids p.embed_tokens.weight)
+
+/-- The step's stream after every Qwen2 layer, and the updated caches. -/
+def qwen2Steps (c : LlamaConfig) {b t : Nat} (hl : 0 < c.n_layer)
+    (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen2Model c) (idx : IT #[b, t] c.vocab)
+    (pos : IT #[t] c.cache) (k_cache v_cache : Cache c b) : Step c b t :=
+  p.layers.foldl (fun s l => cachedLayer c hl hkv pos l.self_attn.o_proj l.mlp
+      l.post_attention_layernorm (qwen2QKV c l.self_attn (rms c l.input_layernorm s.fst)) s)
+    (embedding2 idx p.embed_tokens.weight, (k_cache, v_cache))
 
 /-- Qwen2's next-token logits. -/
 @[model]
@@ -359,29 +475,54 @@ def qwen2Tied (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
     (input_ids : IT #[b, t] c.vocab) : T #[b, t, c.vocab] :=
   head c p.model.norm p.model.embed_tokens.weight (qwen2Stream c hT hkv p.model input_ids)
 
+/-- One decoding step of `qwen2`. -/
+@[model]
+def qwen2Step (c : LlamaConfig) {b t : Nat} (hrot : c.head_dim % 2 = 0)
+    (hkv : c.n_head % c.n_kv_head = 0) (hl : 0 < c.n_layer) (p : Qwen2Params c)
+    (idx : IT #[b, t] c.vocab) (pos : IT #[t] c.cache) (k_cache v_cache : Cache c b) :
+    T #[b, t, c.vocab] × (Cache c b × Cache c b) :=
+  let s := qwen2Steps c hl hkv p.model idx pos k_cache v_cache
+  (head c p.model.norm p.lm_head.weight s.fst, s.snd)
+
+/-- One decoding step of `qwen2Tied`. -/
+@[model]
+def qwen2TiedStep (c : LlamaConfig) {b t : Nat} (hrot : c.head_dim % 2 = 0)
+    (hkv : c.n_head % c.n_kv_head = 0) (hl : 0 < c.n_layer) (p : Qwen2TiedParams c)
+    (idx : IT #[b, t] c.vocab) (pos : IT #[t] c.cache) (k_cache v_cache : Cache c b) :
+    T #[b, t, c.vocab] × (Cache c b × Cache c b) :=
+  let s := qwen2Steps c hl hkv p.model idx pos k_cache v_cache
+  (head c p.model.norm p.model.embed_tokens.weight s.fst, s.snd)
+
 /-! ## Qwen3: a norm over each head of the queries and keys -/
 
-/-- Qwen3's self-attention: the queries and keys normalised per head (a gain as wide as a
-head), then rotated. -/
-def qwen3Attention (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
-    (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen3Attention c) (x : T #[b, t, c.hidden]) :
-    T #[b, t, c.hidden] :=
-  let q := rmsNormScale4 (splitHeads (proj p.q_proj x)) p.q_norm.weight c.eps
-  let k := rmsNormScale4 (splitHeads (proj p.k_proj x)) p.k_norm.weight c.eps
-  proj p.o_proj (attend c hT hkv q k (splitHeads (proj p.v_proj x)))
+/-- Qwen3's queries, keys and values: the queries and keys normalised per head (a gain as wide
+as a head, not as the model), before rotary. -/
+def qwen3QKV (c : LlamaConfig) {b t : Nat} (p : Qwen3Attention c) (x : T #[b, t, c.hidden]) :
+    QKV c b t :=
+  (rmsNormScale4 (splitHeads (proj p.q_proj x)) p.q_norm.weight c.eps,
+    (rmsNormScale4 (splitHeads (proj p.k_proj x)) p.k_norm.weight c.eps,
+      splitHeads (proj p.v_proj x)))
 
 /-- A Qwen3 layer. -/
 def qwen3Layer (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
     (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen3Layer c) (x : T #[b, t, c.hidden]) :
     T #[b, t, c.hidden] :=
-  let x := add x (qwen3Attention c hT hkv p.self_attn (rms c p.input_layernorm x))
-  withMLP c p.mlp p.post_attention_layernorm x
+  let a := qwen3QKV c p.self_attn (rms c p.input_layernorm x)
+  withMLP c p.mlp p.post_attention_layernorm (add x (proj p.self_attn.o_proj (attend c hT hkv a)))
 
 /-- The stream after every Qwen3 layer. -/
 def qwen3Stream (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
     (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen3Model c) (input_ids : IT #[b, t] c.vocab) :
     T #[b, t, c.hidden] :=
   p.layers.foldl (fun x l => qwen3Layer c hT hkv l x) (embedding2 input_ids p.embed_tokens.weight)
+
+/-- The step's stream after every Qwen3 layer, and the updated caches. -/
+def qwen3Steps (c : LlamaConfig) {b t : Nat} (hl : 0 < c.n_layer)
+    (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen3Model c) (idx : IT #[b, t] c.vocab)
+    (pos : IT #[t] c.cache) (k_cache v_cache : Cache c b) : Step c b t :=
+  p.layers.foldl (fun s l => cachedLayer c hl hkv pos l.self_attn.o_proj l.mlp
+      l.post_attention_layernorm (qwen3QKV c l.self_attn (rms c l.input_layernorm s.fst)) s)
+    (embedding2 idx p.embed_tokens.weight, (k_cache, v_cache))
 
 /-- Qwen3's next-token logits. -/
 @[model]
@@ -396,3 +537,92 @@ def qwen3Tied (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
     (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen3TiedParams c)
     (input_ids : IT #[b, t] c.vocab) : T #[b, t, c.vocab] :=
   head c p.model.norm p.model.embed_tokens.weight (qwen3Stream c hT hkv p.model input_ids)
+
+/-- One decoding step of `qwen3`. -/
+@[model]
+def qwen3Step (c : LlamaConfig) {b t : Nat} (hrot : c.head_dim % 2 = 0)
+    (hkv : c.n_head % c.n_kv_head = 0) (hl : 0 < c.n_layer) (p : Qwen3Params c)
+    (idx : IT #[b, t] c.vocab) (pos : IT #[t] c.cache) (k_cache v_cache : Cache c b) :
+    T #[b, t, c.vocab] × (Cache c b × Cache c b) :=
+  let s := qwen3Steps c hl hkv p.model idx pos k_cache v_cache
+  (head c p.model.norm p.lm_head.weight s.fst, s.snd)
+
+/-- One decoding step of `qwen3Tied`. -/
+@[model]
+def qwen3TiedStep (c : LlamaConfig) {b t : Nat} (hrot : c.head_dim % 2 = 0)
+    (hkv : c.n_head % c.n_kv_head = 0) (hl : 0 < c.n_layer) (p : Qwen3TiedParams c)
+    (idx : IT #[b, t] c.vocab) (pos : IT #[t] c.cache) (k_cache v_cache : Cache c b) :
+    T #[b, t, c.vocab] × (Cache c b × Cache c b) :=
+  let s := qwen3Steps c hl hkv p.model idx pos k_cache v_cache
+  (head c p.model.norm p.model.embed_tokens.weight s.fst, s.snd)
+
+/-! ## Training: the logits and the mean cross entropy against the next tokens
+
+For `tyr train --weights DIR` (fine-tuning a checkpoint, `shard_lm` on your own data): the
+models above with a language-model task's `idx` and `targets`. -/
+
+/-- The logits and their mean cross entropy against `targets`. -/
+def withLoss {b t v : Nat} (z : T #[b, t, v]) (targets : IT #[b, t] v) : T #[b, t, v] × T #[] :=
+  (z, crossEntropy2 z targets)
+
+/-- `llama`, trained. -/
+@[model]
+def llamaTrain (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0) (p : LlamaParams c)
+    (idx targets : IT #[b, t] c.vocab) : T #[b, t, c.vocab] × T #[] :=
+  withLoss (head c p.model.norm p.lm_head.weight (llamaStream c hT hkv p.model idx)) targets
+
+/-- `llamaTied`, trained: the embedding's gradient has the head's in it. -/
+@[model]
+def llamaTiedTrain (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0) (p : LlamaTiedParams c)
+    (idx targets : IT #[b, t] c.vocab) : T #[b, t, c.vocab] × T #[] :=
+  withLoss (head c p.model.norm p.model.embed_tokens.weight (llamaStream c hT hkv p.model idx))
+    targets
+
+/-- `mistral`, trained. -/
+@[model]
+def mistralTrain (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0)
+    (hw : c.window - 1 ≤ c.max_position) (p : LlamaParams c) (idx targets : IT #[b, t] c.vocab) :
+    T #[b, t, c.vocab] × T #[] :=
+  withLoss (head c p.model.norm p.lm_head.weight (mistralStream c hT hkv hw p.model idx)) targets
+
+/-- `mistralTied`, trained. -/
+@[model]
+def mistralTiedTrain (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0)
+    (hw : c.window - 1 ≤ c.max_position) (p : LlamaTiedParams c)
+    (idx targets : IT #[b, t] c.vocab) : T #[b, t, c.vocab] × T #[] :=
+  withLoss (head c p.model.norm p.model.embed_tokens.weight
+    (mistralStream c hT hkv hw p.model idx)) targets
+
+/-- `qwen2`, trained. -/
+@[model]
+def qwen2Train (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen2Params c)
+    (idx targets : IT #[b, t] c.vocab) : T #[b, t, c.vocab] × T #[] :=
+  withLoss (head c p.model.norm p.lm_head.weight (qwen2Stream c hT hkv p.model idx)) targets
+
+/-- `qwen2Tied`, trained. -/
+@[model]
+def qwen2TiedTrain (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen2TiedParams c)
+    (idx targets : IT #[b, t] c.vocab) : T #[b, t, c.vocab] × T #[] :=
+  withLoss (head c p.model.norm p.model.embed_tokens.weight (qwen2Stream c hT hkv p.model idx))
+    targets
+
+/-- `qwen3`, trained. -/
+@[model]
+def qwen3Train (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen3Params c)
+    (idx targets : IT #[b, t] c.vocab) : T #[b, t, c.vocab] × T #[] :=
+  withLoss (head c p.model.norm p.lm_head.weight (qwen3Stream c hT hkv p.model idx)) targets
+
+/-- `qwen3Tied`, trained. -/
+@[model]
+def qwen3TiedTrain (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen3TiedParams c)
+    (idx targets : IT #[b, t] c.vocab) : T #[b, t, c.vocab] × T #[] :=
+  withLoss (head c p.model.norm p.model.embed_tokens.weight (qwen3Stream c hT hkv p.model idx))
+    targets
