@@ -15,10 +15,11 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .config import merge, parse_set, read_json
+from .config import merge, parse_set, read_json, refuse_unread
 from .errors import ConfigError, Interrupted, LeanError, TyrError
 from .export import FORMATS as EXPORT_FORMATS
 from .paths import input_file
+from .sampling import cmd_chat, cmd_sample
 
 
 class Parser(argparse.ArgumentParser):
@@ -50,20 +51,6 @@ def _source(args: argparse.Namespace) -> Any:
     return LeanModels(args.file)
 
 
-def _source_from_origin(origin: Any, where: str) -> Any:
-    if isinstance(origin, dict) and isinstance(origin.get("file"), str):
-        from .pipeline import LeanModels
-
-        input_file(origin["file"], "Lean file of the run")
-        return LeanModels(origin["file"])
-    if isinstance(origin, dict) and isinstance(origin.get("lib"), str):
-        from .abi import LibraryModels
-
-        input_file(origin["lib"], "model library of the run")
-        return LibraryModels(origin["lib"])
-    raise ConfigError(f"{where}: 'origin' names no Lean file or library")
-
-
 def _config(args: argparse.Namespace, *, required: bool) -> tuple[dict[str, Any], str]:
     """The merged config (file, then --set) and where it came from."""
     path = Path(args.config) if args.config else None
@@ -75,14 +62,10 @@ def _config(args: argparse.Namespace, *, required: bool) -> tuple[dict[str, Any]
     return cfg, str(path) if path is not None else "the command line"
 
 
-def _only(args: argparse.Namespace, command: str, tables: tuple[str, ...]) -> None:
-    """Refuse a `--set` of a table `command` does not read: it would be ignored."""
-    for item in args.set or []:
-        key = item.partition("=")[0]
-        if key.split(".")[0] not in tables:
-            uses = " and ".join(f"{t}.*" for t in tables)
-            raise ConfigError(f"--set {key}: `tyr {command}` uses only {uses} settings, so "
-                              f"this one would be ignored; remove it")
+def _explicit(args: argparse.Namespace) -> dict[str, Any]:
+    """What the command line says: --config's file, then --set."""
+    return merge(read_json(Path(args.config), "config") if args.config else {},
+                 parse_set(args.set or []))
 
 
 def _add_source(p: argparse.ArgumentParser, *, file_required: bool = False,
@@ -130,7 +113,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_graph(args: argparse.Namespace) -> int:
     from .train.run import graph_values
 
-    _only(args, "graph", ("model", "task", "train"))
+    refuse_unread(args.set, "graph", ("model", "task", "train"))
     source = _source(args)
     cfg, where = _config(args, required=False)
     graph = source.graph(args.model, graph_values(source, args.model, cfg, where))
@@ -163,36 +146,34 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from .train.pretrained import checkpoint_model, model_from_checkpoint
     from .train.run import train
 
+    hf, args.file, args.model = checkpoint_model(args.weights, args.hf_config, args.file,
+                                                 args.lib, args.model, suffix="Train")
     source = _source(args)
     cfg, where = _config(args, required=bool(args.file) and not args.config)
     if args.device:
         cfg = merge(cfg, {"train": {"device": args.device}})
+    cfg = model_from_checkpoint(cfg, hf, args.file, _explicit(args).get("model", {}))
     return train(source, args.model, cfg, where, resume=args.resume, overwrite=args.overwrite,
-                 progress=not args.quiet)
+                 progress=not args.quiet, init=(args.weights, hf) if args.weights else None)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .hf import checkpoint_config, model_values
+    from .hf import model_values
     from .train.forward import forward_with_weights
     from .train.model import RunModel
+    from .train.pretrained import checkpoint_model
     from .train.record import read_run
 
-    _only(args, "run", ("model",))
-    # a Hugging Face config.json goes over the example's values, under the command line's
-    hf = checkpoint_config(args.weights, args.hf_config, say=print)
-    if not (args.file or args.lib):  # the checkpoint's family names the file and the model
-        from .hf import family_model
-
-        file, model = family_model(hf)
-        args.file, args.model = str(file), args.model or model
-        print(f"family {hf.family.name} (from {hf.path}): {args.file}, model {args.model}")
-    elif not args.model:
-        raise ConfigError("give the @[model] to run (--model NAME)")
+    refuse_unread(args.set, "run", ("model",))
+    # a Hugging Face config.json goes over the example's values, under the command line's;
+    # without a Lean file, the checkpoint's family names the file and the model
+    hf, args.file, args.model = checkpoint_model(args.weights, args.hf_config, args.file,
+                                                 args.lib, args.model)
     source = _source(args)
-    explicit = read_json(Path(args.config), "config") if args.config else {}
-    explicit = merge(explicit, parse_set(args.set or []))
+    explicit = _explicit(args)
     trained = None
     if args.run:  # the run's values, with --config/--set on top (not the file beside FILE)
         run = read_run(Path(args.run))
@@ -219,77 +200,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     fresh = trained is None and not args.weights
     print(f"wrote {out}: {shapes}" + (" (freshly initialised weights: give --weights or --run)"
                                       if fresh else ""))
-    return 0
-
-
-def cmd_sample(args: argparse.Namespace) -> int:
-    from .train.record import describe_checkpoint, read_run
-    from .train.run import sample
-
-    overrides = _sample_overrides(args, ("prompt", "max_new_tokens", "temperature", "top_k",
-                                         "seed", "model"))
-    run_dir = Path(args.run)
-    run = read_run(run_dir)
-    source = _source_from_origin(run["origin"], f"{run_dir}/run.json")
-    print(f"weights: {describe_checkpoint(run_dir, args.checkpoint)}", file=sys.stderr)
-    made = sample(source, run_dir, overrides, args.checkpoint)
-    if made.text is not None:
-        print(made.text)
-    for path in made.files:
-        print(f"wrote {path}", file=sys.stderr)
-    return 0
-
-
-def _sample_overrides(args: argparse.Namespace, keys: tuple[str, ...]) -> dict[str, Any]:
-    """The `sample` table of `--set` with the command's own options on top."""
-    _only(args, args.command, ("sample",))
-    overrides = parse_set(args.set or []).get("sample", {})
-    for key in keys:
-        value = getattr(args, key)
-        if value is not None:
-            overrides[key] = _utf8(value, f"--{key.replace('_', '-')}")
-    return overrides
-
-
-def _utf8(value: Any, option: str) -> Any:
-    """A text argument, refused when the bytes given are not UTF-8 (Python carries them as
-    lone surrogates, which no tokenizer takes)."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as err:
-            raw = value.encode("utf-8", "surrogateescape")
-            raise ConfigError(f"{option} is not UTF-8 text (byte 0x{raw[err.start]:02x} at "
-                              f"offset {err.start})") from None
-    return value
-
-
-def cmd_chat(args: argparse.Namespace) -> int:
-    from .train.record import describe_checkpoint, read_run
-    from .train.tasks.lm.chat import converse, newest_chat_run, open_chat
-
-    run_dir = Path(args.run) if args.run else newest_chat_run(Path("runs"))
-    run = read_run(run_dir)
-    source = _source_from_origin(run["origin"], f"{run_dir}/run.json")
-    overrides = _sample_overrides(args, ("max_new_tokens", "temperature", "top_k", "seed"))
-    session = open_chat(source, run_dir, overrides, stop=_utf8(args.stop, "--stop"),
-                        checkpoint=args.checkpoint)
-    interactive = sys.stdin.isatty()
-    if interactive or not args.run:
-        print(f"chatting with {describe_checkpoint(run_dir, args.checkpoint)}"
-              + ("" if args.run else ", the newest language model under runs/")
-              + (" (the model continues your text; Ctrl-D ends)" if interactive else ""),
-              file=sys.stderr)
-
-    def write(text: str) -> None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-
-    def warn(message: str) -> None:
-        print(f"tyr chat: {message}", file=sys.stderr)
-
-    lines = getattr(sys.stdin, "buffer", sys.stdin)  # bytes: a line that is not UTF-8 is named
-    converse(session, lines, write, warn, prompt="> " if interactive else "")
     return 0
 
 
@@ -358,8 +268,10 @@ def build_parser() -> argparse.ArgumentParser:
              "  tyr train examples/gpt/GPT.lean --model gpt --set train.max_iters=4000 --resume\n"
              "  tyr train my/LM.lean --model lm --config lm.json --set task.data=data/mine\n"
              "  tyr train examples/gpt/GPT.lean --model gpt --overwrite   (start runs/gpt over)\n"
+             "  tyr train --weights Qwen3-0.6B/ --config tune.json   (fine-tune: qwen3TiedTrain)\n"
              "  torchrun --nproc_per_node=2 -m pytyr.cli train examples/gpt/GPT.lean --model gpt")
-    _add_source(t)
+    _add_source(t, model_help="the @[model] to train (default, with --weights DIR of a Hugging "
+                              "Face checkpoint and no FILE: its family's training model)")
     _add_config(t)
     t.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     again = t.add_mutually_exclusive_group()
@@ -370,6 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "fresh run there is refused)")
     t.add_argument("--device", choices=["cpu", "cuda", "auto"],
                    help="where to train (same as --set train.device=…; default auto)")
+    t.add_argument("--weights", metavar="PATH", help="start from a checkpoint (as `tyr run`'s)")
+    t.add_argument("--hf-config", metavar="FILE", help="as `tyr run --hf-config`")
     t.set_defaults(fn=cmd_train)
 
     r = _sub(sub, "run", "run a model forward on inputs from a safetensors file",

@@ -283,3 +283,13 @@ def describe(cls: type) -> list[tuple[str, str, str]]:
                     and f.default_factory is dataclasses.MISSING else json.dumps(default),
                     f.metadata.get("doc", "")))
     return out
+
+
+def refuse_unread(sets: list[str] | None, command: str, tables: tuple[str, ...]) -> None:
+    """Refuse a `--set` of a table `command` does not read: it would be ignored."""
+    for item in sets or []:
+        key = item.partition("=")[0]
+        if key.split(".")[0] not in tables:
+            uses = " and ".join(f"{t}.*" for t in tables)
+            raise ConfigError(f"--set {key}: `tyr {command}` uses only {uses} settings, so "
+                              f"this one would be ignored; remove it")

@@ -19,7 +19,7 @@ from pytyr.errors import ConfigError
 from pytyr.paths import input_dir
 
 _noted: set[str] = set()  # unverifiable run records already noted in this process
-_RUN_KEYS = ("origin", "model", "values", "task", "sample", "train", "checksum")
+_RUN_KEYS = ("origin", "model", "values", "init", "task", "sample", "train", "checksum")
 CHECKPOINTS = ("best", "last")
 
 

@@ -67,7 +67,10 @@ class Checked:
 
 
 def train(source: ModelSource, model: str, raw: dict[str, Any], where: str, *,
-          resume: bool = False, overwrite: bool = False, progress: bool = True) -> int:
+          resume: bool = False, overwrite: bool = False, progress: bool = True,
+          init: tuple[str, Any] | None = None) -> int:
+    """Train `model` (module doc); `init`, (a checkpoint's path, its HF config or None): the
+    weights the first step starts from."""
     from pytyr.train import distributed, rundir
 
     cfg = load_run_config(raw, where)
@@ -81,7 +84,7 @@ def train(source: ModelSource, model: str, raw: dict[str, Any], where: str, *,
         task = cls(options, TaskContext(micro, cfg.train.seed, distributed.rank(), env.world,
                                         where, accum))
         checked = _check(RunModel(source, model, cfg.model), task, cfg, sampling, where)
-        return _train(checked, claimed, resume, progress)
+        return _train(checked, claimed, resume, progress, init)
 
 
 def _check(model: RunModel, task: Task, cfg: RunConfig, sampling: Any, where: str) -> Checked:
@@ -119,7 +122,8 @@ def _fitting(model: RunModel, task: Task, cfg: RunConfig, sizes: dict[str, int],
 _PLACE_OPTIONS = ("cache_dir",)
 
 
-def _train(run: Checked, claimed: Any, resume: bool, progress: bool) -> int:
+def _train(run: Checked, claimed: Any, resume: bool, progress: bool,
+           init: tuple[str, Any] | None = None) -> int:
     from pytyr.train import distributed
     from pytyr.train.engine import Engine, resolve_device
 
@@ -127,6 +131,10 @@ def _train(run: Checked, claimed: Any, resume: bool, progress: bool) -> int:
     device = resolve_device(train.device)
     module = module_from_graph(graph, seed=train.seed, kernels=train.kernels,
                                checkpoint_blocks=train.checkpoint_blocks).to(device)
+    if init is not None:  # a resumed run's checkpoint replaces them
+        from pytyr.train.pretrained import initial_weights
+
+        initial_weights(module, init[0], init[1], say=print if distributed.is_main() else None)
     sizes = {**task.sizes(), **task.data_sizes()}
     if distributed.is_main():
         _announce(run, module, device)
@@ -134,6 +142,7 @@ def _train(run: Checked, claimed: Any, resume: bool, progress: bool) -> int:
         atomic_write_text(out / "run.json", json.dumps(stamped(
             {"origin": {k: str(Path(v).resolve()) for k, v in run.model.source.origin.items()},
              "model": run.model.name, "values": run.model.values,
+             **({"init": str(Path(init[0]).resolve())} if init is not None else {}),
              "task": task_record(task, run.cfg.task), "sample": run.cfg.sample,
              "train": dataclasses.asdict(train)}), indent=1))
     engine = Engine(module, task, train, [i.name for i in graph.inputs], out,

@@ -1,0 +1,123 @@
+"""Fine-tuning a Hugging Face checkpoint: `tyr train --weights DIR` with no Lean file trains
+the family's training model from the checkpoint's weights on the user's own shards, and each
+step's loss equals a plain transformers training loop's on the same batches with the same
+AdamW (the task's batches, drawn again here; decay on matrices only, the same clipping). The
+run then samples over the KV cache (`sample.step_model`) and resumes exactly."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import transformers as tf
+from transformers.utils import logging as hf_logging
+
+from pytyr.cli import main
+from pytyr.data.prepare import prepare_parquet
+from pytyr.data.tokenizer import CharTokenizer
+from pytyr.train.task import TaskContext
+from pytyr.train.tasks import task_class, task_options
+from test_parquet import ALPHABET, write_dataset  # noqa: E402  (tests/ is on sys.path)
+
+hf_logging.disable_progress_bar()
+STEPS, BATCH, SEQ, LR = 4, 4, 16, 3e-3
+
+
+def _config(tmp_path: Path, data: Path, **train) -> Path:
+    cfg = {"task": {"name": "shard_lm", "data": str(data), "seq": SEQ},
+           "train": {"max_iters": STEPS, "lr_decay_iters": STEPS, "batch": BATCH, "lr": LR,
+                     "schedule": "constant",
+                     "weight_decay": 0.1, "grad_clip": 1.0, "eval_interval": 100,
+                     "eval_iters": 1, "log_interval": 1, "checkpoint_interval": 2,
+                     "threads": 1, **train},
+           "out": str(tmp_path / "run"),
+           "sample": {"max_new_tokens": 6, "temperature": 0.0, "prompt": "abc",
+                      "step_model": "qwen3TiedStep"},
+           "model": {"c": {"cache": SEQ}}}
+    path = tmp_path / "tune.json"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tune")
+    tok = CharTokenizer(sorted(ALPHABET), bos="<|bos|>")
+    write_dataset(root / "docs")
+    prepare_parquet(root / "docs", tok, root / "data", shard_tokens=400, val_tokens=100,
+                    progress=False)
+    config = tf.Qwen3Config(vocab_size=tok.vocab_size, hidden_size=24, intermediate_size=40,
+                            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                            head_dim=8, max_position_embeddings=64, tie_word_embeddings=True)
+    torch.manual_seed(0)
+    tf.Qwen3ForCausalLM(config).save_pretrained(root / "ckpt")
+    return root
+
+
+def _reference_losses(root: Path, cfg_path: Path) -> list[float]:
+    """The same steps in a plain transformers loop: the task's batches, torch's AdamW."""
+    cfg = json.loads(cfg_path.read_text())
+    cls = task_class(cfg["task"], "test")
+    task = cls(task_options(cls, cfg["task"], "test"), TaskContext(BATCH, 1337))
+    task.prepare()
+    model = tf.Qwen3ForCausalLM.from_pretrained(root / "ckpt").train()
+    params = list(model.parameters())  # the embedding once: it is the head too
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=LR, betas=(0.9, 0.99), eps=1e-8)
+    losses = []
+    for k in range(STEPS):
+        batch = task.training_batch(k)
+        logits = model(input_ids=batch["idx"]).logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                 batch["targets"].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def _losses(run: Path) -> list[float]:
+    history = json.loads((run / "metrics.json").read_text())["history"]
+    return [s["loss"] for s in history["steps"]]
+
+
+def test_each_step_equals_a_transformers_loop_from_the_same_weights(setup, tmp_path, capsys):
+    cfg = _config(tmp_path, setup / "data")
+    rc = main(["train", "--weights", str(setup / "ckpt"), "--config", str(cfg), "-q"])
+    said = capsys.readouterr()
+    assert rc == 0, said.err
+    said = said.out
+    assert "family qwen3" in said and "model qwen3TiedTrain" in said
+    got, want = _losses(tmp_path / "run"), _reference_losses(setup, cfg)
+    assert len(got) == STEPS and got[0] != got[-1]
+    assert max(abs(a - b) for a, b in zip(got, want)) <= 1e-4, (got, want)
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["init"] == str((setup / "ckpt").resolve()) and run["model"] == "qwen3TiedTrain"
+    sample = (tmp_path / "run" / "sample.txt").read_text()
+    assert sample.startswith("abc") and len(sample) == 3 + 6
+
+
+def test_a_fine_tune_resumes_exactly(setup, tmp_path, capsys):
+    cfg = _config(tmp_path, setup / "data")
+    whole = tmp_path / "whole"
+    assert main(["train", "--weights", str(setup / "ckpt"), "--config", str(cfg), "-q",
+                 "--set", f"out={whole}"]) == 0
+    assert main(["train", "--weights", str(setup / "ckpt"), "--config", str(cfg), "-q",
+                 "--set", "train.max_iters=2"]) == 0
+    assert main(["train", "--weights", str(setup / "ckpt"), "--config", str(cfg), "-q",
+                 "--resume"]) == 0
+    capsys.readouterr()
+    assert _losses(tmp_path / "run") == _losses(whole)
+
+
+def test_training_weights_that_do_not_fit_are_refused_before_any_step(setup, tmp_path, capsys):
+    cfg = _config(tmp_path, setup / "data")
+    rc = main(["train", "--weights", str(setup / "ckpt"), "--config", str(cfg), "-q",
+               "--set", "model.c.intermediate=41"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "model.layers.0.mlp.gate_proj.weight" in err, err
+    assert not (tmp_path / "run" / "metrics.json").exists()
