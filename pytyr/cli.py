@@ -359,7 +359,8 @@ def build_parser() -> argparse.ArgumentParser:
              "Export a trained language-model run as a Hugging Face directory (config.json, "
              "model.safetensors, tokenizer files, generation_config.json) that "
              "AutoTokenizer and AutoModelForCausalLM load: the GPT example as GPT-2 "
-             "(hf-gpt2), nanochat as NanoChat (hf-nanochat); hf picks by the weights.",
+             "(hf-gpt2), nanochat as NanoChat (hf-nanochat), a Hugging Face family's own "
+             "model (examples/llama) as that family; hf picks by the run's model.",
              "  tyr export --format hf runs/gpt out/gpt2")
     e.add_argument("--format", required=True, choices=list(EXPORT_FORMATS))
     e.add_argument("run", metavar="RUN_DIR")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import transformers as tf
+from safetensors.torch import load_file, save_file
 from transformers.utils import logging as hf_logging
 
 from pytyr.cli import main
@@ -121,3 +122,29 @@ def test_training_weights_that_do_not_fit_are_refused_before_any_step(setup, tmp
     err = capsys.readouterr().err
     assert rc == 1 and "model.layers.0.mlp.gate_proj.weight" in err, err
     assert not (tmp_path / "run" / "metrics.json").exists()
+
+
+def test_the_export_is_the_family_again_and_transformers_gives_the_same_logits(setup, tmp_path,
+                                                                               capsys):
+    cfg = _config(tmp_path, setup / "data")
+    assert main(["train", "--weights", str(setup / "ckpt"), "--config", str(cfg), "-q"]) == 0
+    assert main(["export", "--format", "hf", str(tmp_path / "run"), str(tmp_path / "hf")]) == 0
+    capsys.readouterr()
+    exported = tf.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    assert type(exported).__name__ == "Qwen3ForCausalLM" and exported.config.tie_word_embeddings
+    tok = tf.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    x = torch.tensor([tok("abc ij")["input_ids"]])
+    save_file({"input_ids": x}, tmp_path / "ids.safetensors")
+    # the run's own weights through tyr, the export through transformers
+    assert main(["run", "examples/llama/Llama.lean", "--model", "qwen3Tied", "--run",
+                 str(tmp_path / "run"), "--inputs", str(tmp_path / "ids.safetensors"),
+                 "-o", str(tmp_path / "tyr.safetensors")]) == 0
+    with torch.no_grad():
+        want = exported(input_ids=x).logits
+    got = load_file(tmp_path / "tyr.safetensors")["out"]
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
+    # and the export read back by tyr, with no Lean file
+    assert main(["run", "--weights", str(tmp_path / "hf"), "--inputs",
+                 str(tmp_path / "ids.safetensors"), "-o", str(tmp_path / "back.safetensors")]) == 0
+    torch.testing.assert_close(load_file(tmp_path / "back.safetensors")["out"], want, rtol=0,
+                               atol=1e-5)

@@ -3,7 +3,8 @@
 
     config.json, model.safetensors    the model: the GPT example as `GPT2LMHeadModel`
                                       (`hf_gpt2`), nanochat as `NanoChatForCausalLM`
-                                      (`hf_nanochat`)
+                                      (`hf_nanochat`), a family's own Lean model
+                                      (Llama.lean's) as its family (`hf_family`)
     tokenizer.json, tokenizer_config.json, special_tokens_map.json, generation_config.json
                                       the run's tokenizer and sampling (`hf_tokenizer`)
 
@@ -67,6 +68,7 @@ def export_hf(run_dir: Path, out: Path, arch: str | None = None,
               checkpoint: str = "best") -> Path:
     """Write the directory (module doc) for the run in `run_dir`, with the weights of its
     `checkpoint` (`best` or `last`, `run.checkpoint_dir`); `arch` None reads it from them."""
+    from pytyr.export.hf_family import family_config, family_of_run
     from pytyr.export.hf_gpt2 import gpt2_config, gpt2_tensors
     from pytyr.export.hf_nanochat import nanochat_config, nanochat_tensors
     from pytyr.export.hf_tokenizer import write_tokenizer_files
@@ -78,8 +80,13 @@ def export_hf(run_dir: Path, out: Path, arch: str | None = None,
     cls = _language_task(run, run_dir)
     where = str(checkpoint_dir(run_dir, checkpoint))
     weights = run_weights(run_dir, checkpoint)
-    arch = arch or _architecture(weights, run_dir)
-    if arch == "gpt2":
+    family = family_of_run(run) if arch is None else None
+    arch = "family" if family is not None else arch or _architecture(weights, run_dir)
+    if arch == "family":  # the family's own keys: the weights as they are
+        c = run["values"].get("c", {})
+        tensors, sizes = weights, {"vocab": c.get("vocab"), "positions": c.get("max_position")}
+        family_config(*family, run["values"], f"{run_dir}/run.json", {})  # checked first
+    elif arch == "gpt2":
         tensors, sizes = gpt2_tensors(weights, where)
         gpt2_config(sizes, run["values"], f"{run_dir}/run.json", {})  # checked before writing
     elif arch == "nanochat":
@@ -92,8 +99,12 @@ def export_hf(run_dir: Path, out: Path, arch: str | None = None,
                           f"model's vocabulary of {sizes['vocab']}")
     out.mkdir(parents=True, exist_ok=True)
     ids = write_tokenizer_files(out, tok, prefix, sample, sizes["positions"])
-    config = (gpt2_config(sizes, run["values"], f"{run_dir}/run.json", ids) if arch == "gpt2"
-              else nanochat_config(sizes, ids))
+    if arch == "family":
+        config = family_config(*family, run["values"], f"{run_dir}/run.json", ids)
+    elif arch == "gpt2":
+        config = gpt2_config(sizes, run["values"], f"{run_dir}/run.json", ids)
+    else:
+        config = nanochat_config(sizes, ids)
     write_file(tensors, out / "model.safetensors", {"format": "pt"})
     atomic_write_text(out / "config.json", json.dumps(config, indent=2) + "\n")
     return out
