@@ -36,6 +36,7 @@ from bench import (  # noqa: E402
     executor,
     flux,
     gpt,
+    hf_load,
     kernels,
     load_average,
     lsp,
@@ -47,7 +48,7 @@ from bench import (  # noqa: E402
 
 BENCHMARKS = {"checker": checker, "cpu_kernels": cpu_kernels, "data": data,
               "defaults": defaults, "diffusion": diffusion, "executor": executor, "flux": flux,
-              "gpt": gpt, "kernels": kernels, "lsp": lsp, "memory": memory,
+              "gpt": gpt, "hf_load": hf_load, "kernels": kernels, "lsp": lsp, "memory": memory,
               "nanochat": nanochat, "safetensors": safetensors_load, "threads": threads}
 # benchmarks whose run() also times the torch.compile path when asked (--compile)
 COMPILABLE = {"gpt"}

@@ -122,10 +122,12 @@ def graph_from_lean(path: str | Path, model: str, values: dict[str, Any]) -> Gra
 
 
 def module_from_graph(graph: Graph, *, seed: int = 0, kernels: str | None = None,
-                      checkpoint_blocks: bool = False) -> Any:
+                      checkpoint_blocks: bool = False, empty: bool = False) -> Any:
     """The executable `TyrModule` (torch is imported only here, not for checking); `kernels`
     is the Triton kernel mode (auto, off, interpret; default `$TYR_KERNELS` or auto);
-    `checkpoint_blocks` recomputes each block of the model's block stack in the backward."""
+    `checkpoint_blocks` recomputes each block of the model's block stack in the backward;
+    `empty` leaves the parameters unallocated, for weights to be assigned."""
     from .exec.lower import build_module
 
-    return build_module(graph, seed=seed, kernels=kernels, checkpoint_blocks=checkpoint_blocks)
+    return build_module(graph, seed=seed, kernels=kernels, checkpoint_blocks=checkpoint_blocks,
+                        empty=empty)

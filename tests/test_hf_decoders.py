@@ -208,3 +208,41 @@ def test_greedy_decoding_over_the_cache_is_transformers_generate(tmp_path, varia
         want = model.generate(torch.tensor([prompt]), max_new_tokens=16, min_new_tokens=16,
                               do_sample=False)[0].tolist()
     assert got == want and len(got) == 21
+
+
+def test_a_bfloat16_checkpoint_runs_in_float32_and_says_so(tmp_path, capsys):
+    # the Hub's checkpoints are bfloat16: read as the model's float32, as transformers does
+    # when asked for float32
+    model = checkpoint(tmp_path / "f32", "qwen3")
+    model.to(torch.bfloat16).save_pretrained(tmp_path / "ckpt")
+    x = ids(tmp_path / "ids.safetensors")
+    rc, out = tyr_run(tmp_path, tmp_path / "ckpt")
+    said = capsys.readouterr().out
+    assert rc == 0 and "tensors of another dtype as the model's" in said, said
+    f32 = tf.AutoModelForCausalLM.from_pretrained(tmp_path / "ckpt", dtype=torch.float32)
+    want = reference(f32.eval(), x)  # the bfloat16 weights, computed in float32
+    torch.testing.assert_close(load_file(out)["out"], want, rtol=0, atol=1e-5)
+
+
+def test_the_checkpoints_tensors_become_the_parameters_without_a_copy(tmp_path):
+    # `tyr run` builds the module empty and assigns the checkpoint's (mapped) tensors
+    from pytyr.config import read_json
+    from pytyr.hf import model_values, read_hf_config
+    from pytyr.pipeline import LeanModels, module_from_graph
+    from pytyr.safetensors import open_checkpoint
+    from pytyr.train.model import RunModel, load_weights
+    from pytyr.train.task import Feed
+
+    checkpoint(tmp_path / "ckpt", "llama")
+    lean = Path(__file__).resolve().parents[1] / "examples" / "llama" / "Llama.lean"
+    hf = read_hf_config(tmp_path / "ckpt" / "config.json")
+    values = model_values(read_json(lean.parent / "config.json", "c")["model"], hf, {})
+    feeds = {"input_ids": Feed("i64", ("b", "t"))}
+    graph = RunModel(LeanModels(lean), "llama", values).graph(feeds, {"b": 1, "t": 4}, "test")
+    module = module_from_graph(graph, empty=True)
+    assert all(p.is_meta for p in module.parameters())  # nothing allocated, nothing drawn
+    with open_checkpoint(tmp_path / "ckpt") as ckpt:
+        weights = {n: ckpt.tensor(n) for n in ckpt.tensors}
+        assert load_weights(module, weights, "ckpt", assign=True) == 0
+        state = module.state_dict()
+        assert all(state[k].data_ptr() == weights[k].data_ptr() for k in state)

@@ -133,7 +133,7 @@ class TyrModule(nn.Module):
     the tuple of the graph's outputs in order."""
 
     def __init__(self, graph: Graph, seed: int = 0, kernels: str | None = None,
-                 checkpoint_blocks: bool = False):
+                 checkpoint_blocks: bool = False, empty: bool = False):
         super().__init__()
         # Own attributes bypass nn.Module.__setattr__, which would refuse them if a
         # parameter of the same name (say `_slots`) were registered.
@@ -156,7 +156,9 @@ class TyrModule(nn.Module):
                 if child is None:
                     child = owner._modules[seg] = nn.Module()
                 owner = child
-            owner._parameters[leaf] = nn.Parameter(init_tensor(p, seed))
+            owner._parameters[leaf] = nn.Parameter(
+                torch.empty(tuple(p.shape), dtype=TORCH_DTYPES[p.dtype], device="meta")
+                if empty else init_tensor(p, seed))
             slots.append((owner._parameters, leaf))
         object.__setattr__(self, "_slots", slots)
         # Kept out of _modules: it holds no state, and the module tree must be the path tree.
@@ -255,9 +257,12 @@ def _lower(graph: Graph, kernels: str | None = None, checkpoint_blocks: bool = F
 
 
 def build_module(graph: Graph, *, seed: int = 0, kernels: str | None = None,
-                 checkpoint_blocks: bool = False) -> TyrModule:
+                 checkpoint_blocks: bool = False, empty: bool = False) -> TyrModule:
     """Instantiate a validated graph: parameters initialised from their init specs with
     generators seeded by `seed` (deterministic), forward lowered with torch.fx. `kernels`
     ("auto", "off", "interpret"; default `$TYR_KERNELS` or auto) routes ops to Triton;
-    `checkpoint_blocks` recomputes each block of the block stacks in the backward."""
-    return TyrModule(graph, seed=seed, kernels=kernels, checkpoint_blocks=checkpoint_blocks)
+    `checkpoint_blocks` recomputes each block of the block stacks in the backward. `empty`:
+    parameters on the meta device, no memory, for weights assigned next
+    (`load_state_dict(assign=True)`: a checkpoint's tensors become the parameters)."""
+    return TyrModule(graph, seed=seed, kernels=kernels, checkpoint_blocks=checkpoint_blocks,
+                     empty=empty)

@@ -93,12 +93,16 @@ def forward(model: RunModel, inputs_path: Path, out_path: Path, *, seed: int = 0
     if extra:
         raise ConfigError(f"{inputs_path}: tensor '{extra[0]}' is no input of model "
                           f"'{graph.model}' (its inputs: {', '.join(i.name for i in graph.inputs)})")
-    module = module_from_graph(graph, seed=seed)
+    # with weights, the module is built empty and the checkpoint's tensors become its
+    # parameters (views over the files' maps: no second copy; another dtype is converted)
+    module = module_from_graph(graph, seed=seed, empty=model.weights is not None)
     if model.weights is not None:
         weights = model.weights
         if unused is not None:
             weights = unused.select(weights, set(module.state_dict()))
-        load_weights(module, weights, model.weights_from)
+        cast = load_weights(module, weights, model.weights_from, cast=True, assign=True)
+        if cast and unused is not None:
+            unused.notes.append(f"read {cast} tensors of another dtype as the model's")
     outputs = Forward(module.eval(), graph)(batch)
     named = {o.name: t.contiguous() for o, t in zip(graph.outputs, outputs)}
     write_file(named, out_path, {"model": graph.model})

@@ -44,18 +44,28 @@ class Forward:
             return tuple(self.module(*[batch[n] for n in self.names]))
 
 
-def load_weights(module: Any, weights: dict[str, Any], where: str) -> None:
-    """Copy `weights` (name → tensor) into `module`, after listing every mismatch at once."""
+def load_weights(module: Any, weights: dict[str, Any], where: str, *, cast: bool = False,
+                 assign: bool = False) -> int:
+    """Copy `weights` (name → tensor) into `module`, after listing every mismatch at once.
+    `cast`: tensors of another float dtype (a bf16 checkpoint) are converted to the model's;
+    `assign`: the tensors become the parameters (no copy; an `empty` module's way to load).
+    Returns the number of tensors cast."""
     from pytyr.errors import SafeTensorsError
     from pytyr.safetensors import DType, TensorSpec, expected_specs, fit_problems
 
     specs = {k: TensorSpec(k, DType.from_torch(t.dtype), tuple(t.shape))
              for k, t in weights.items()}
-    problems = fit_problems(expected_specs(module), specs)
+    problems = fit_problems(expected_specs(module), specs, cast=cast)
     if problems:
         raise SafeTensorsError(where, "model-mismatch", f"the weights do not fit the model "
                                f"({len(problems)} problem{'s' * (len(problems) != 1)})", problems)
-    module.load_state_dict({k: weights[k] for k in module.state_dict()}, strict=True)
+    state = module.state_dict()
+    chosen = {k: weights[k] for k in state}
+    cast_names = [k for k, t in chosen.items() if t.dtype != state[k].dtype]
+    for k in cast_names:
+        chosen[k] = chosen[k].to(state[k].dtype)
+    module.load_state_dict(chosen, strict=True, assign=assign)
+    return len(cast_names)
 
 
 @dataclasses.dataclass

@@ -71,6 +71,9 @@ def initial_weights(module: Any, path: str, hf: HFConfig | None,
 
     with checkpoint_tensors(path) as weights:
         unused = UnusedKeys(hf.family if hf is not None else None, [], weights, path)
-        load_weights(module, unused.select(weights, set(module.state_dict())), path)
+        cast = load_weights(module, unused.select(weights, set(module.state_dict())), path,
+                            cast=True)
+    if cast:
+        unused.notes.append(f"read {cast} tensors of another dtype as the model's")
     for note in unused.notes if say is not None else []:
         say(note)
