@@ -148,3 +148,27 @@ def test_the_export_is_the_family_again_and_transformers_gives_the_same_logits(s
                  str(tmp_path / "ids.safetensors"), "-o", str(tmp_path / "back.safetensors")]) == 0
     torch.testing.assert_close(load_file(tmp_path / "back.safetensors")["out"], want, rtol=0,
                                atol=1e-5)
+
+
+@pytest.mark.parametrize("extra", [5, -1])
+def test_a_table_padded_past_the_tokenizer_trains_and_samples_its_tokens(setup, tmp_path,
+                                                                         capsys, extra):
+    # a checkpoint's vocabulary may hold more rows than the tokenizer has tokens (Qwen3:
+    # 151,936 for 151,669): ids below the data's vocabulary are below the model's, and the
+    # sample draws from the data's rows only; fewer rows than tokens is refused
+    vocab = json.loads((setup / "ckpt" / "config.json").read_text())["vocab_size"]
+    config = tf.Qwen3Config(vocab_size=vocab + extra, hidden_size=24, intermediate_size=40,
+                            num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
+                            head_dim=8, max_position_embeddings=64, tie_word_embeddings=True)
+    torch.manual_seed(1)
+    tf.Qwen3ForCausalLM(config).save_pretrained(tmp_path / "padded")
+    cfg = _config(tmp_path, setup / "data")
+    rc = main(["train", "--weights", str(tmp_path / "padded"), "--config", str(cfg), "-q",
+               "--set", "sample.temperature=1.0", "--set", "sample.max_new_tokens=40"])
+    err = capsys.readouterr().err
+    if extra < 0:
+        assert rc == 1 and f"vocab={vocab}" in err and f"model.c.vocab is {vocab - 1}" in err
+        return
+    assert rc == 0, err
+    sample = (tmp_path / "run" / "sample.txt").read_text()
+    assert 3 < len(sample) <= 3 + 40 and set(sample) <= set(ALPHABET)  # BOS draws decode to ""

@@ -8,7 +8,8 @@ model's declared type that is one of the model's own `Nat` binders (`b`, `t` in
 `T #[b, t, c.vocab]` the task reads, or of the bound of `idx : IT #[b, t] c.vocab`), which
 may wait for the data. `check_graph` runs on the instantiated graph: every input's dtype,
 dims and bound, the scalar loss, and the outputs the task reads, against the role sizes (the
-data's `vocab` included). Each mismatch is one error naming the model argument, what the task
+data's `vocab` included; a role the task lists in `roles_at_least` may be exceeded: a language
+model's vocabulary padded past its tokenizer). Each mismatch is one error naming the model argument, what the task
 feeds and where the model is declared.
 """
 from __future__ import annotations
@@ -116,14 +117,24 @@ def _zero_hint(values: dict[str, Any]) -> str:
     return f" ({', '.join(f'{k} is 0' for k in zeros)})" if zeros else ""
 
 
-def _fits(t: TensorType, dtype: str, roles: tuple[str, ...], sizes: dict[str, int]) -> bool:
+def _size_fits(role: str, dim: int | None, sizes: dict[str, int], at_least: tuple[str, ...]
+               ) -> bool:
+    if role not in sizes:
+        return True
+    return dim == sizes[role] or (role in at_least and dim is not None and dim >= sizes[role])
+
+
+def _fits(t: TensorType, dtype: str, roles: tuple[str, ...], sizes: dict[str, int],
+          at_least: tuple[str, ...] = ()) -> bool:
     return (t.dtype == dtype and len(t.shape) == len(roles)
-            and all(r not in sizes or sizes[r] == d for r, d in zip(roles, t.shape)))
+            and all(_size_fits(r, d, sizes, at_least) for r, d in zip(roles, t.shape)))
 
 
 def check_graph(graph: Graph, where: str, feeds: dict[str, Feed], expects: list[Expect],
-                sizes: dict[str, int], task: str, values: dict[str, Any]) -> None:
-    """Raise a ConfigError for the first way `graph` does not fit the task (see module doc)."""
+                sizes: dict[str, int], task: str, values: dict[str, Any],
+                at_least: tuple[str, ...] = ()) -> None:
+    """Raise a ConfigError for the first way `graph` does not fit the task (see module doc);
+    a dim of a role in `at_least` may exceed the role's size (`Task.roles_at_least`)."""
     head = f"{where}: model '{graph.model}'"
     have = {i.name: i for i in graph.inputs}
     for name, f in feeds.items():
@@ -131,7 +142,7 @@ def check_graph(graph: Graph, where: str, feeds: dict[str, Feed], expects: list[
             raise ConfigError(f"{head} has no input '{name}', which task '{task}' feeds "
                               f"as {f.show(sizes)}")
         t = have[name].type
-        if not _fits(t, f.dtype, f.dims, sizes):
+        if not _fits(t, f.dtype, f.dims, sizes, at_least):
             want = tuple(sizes.get(r) for r in f.dims)
             raise ConfigError(f"{head}: argument '{name}' is {t} but task '{task}' feeds "
                               f"{name} : {f.show(sizes)}{_hint(values, t.shape, want)}")
@@ -156,7 +167,7 @@ def check_graph(graph: Graph, where: str, feeds: dict[str, Feed], expects: list[
             raise ConfigError(f"{head} returns {len(outs)} outputs; task '{task}' reads output "
                               f"{e.index} ({e.what}) before the loss")
         t = outs[e.index]
-        if not _fits(t, "f32", e.dims, sizes):
+        if not _fits(t, "f32", e.dims, sizes, at_least):
             want = tuple(sizes.get(r) for r in e.dims)
             shown = ", ".join(f"{r}={sizes[r]}" if r in sizes else r for r in e.dims)
             raise ConfigError(f"{head}: output {e.index} ({e.what}) is {t} but task '{task}' "
@@ -164,7 +175,7 @@ def check_graph(graph: Graph, where: str, feeds: dict[str, Feed], expects: list[
     # Bounds last: a wrong vocabulary is clearer in the logits' shape, when it shows there.
     for name, f in feeds.items():
         t = have[name].type
-        if f.bound in sizes and t.bound != sizes[f.bound]:
+        if f.bound and not _size_fits(f.bound, t.bound, sizes, at_least):
             hint = _hint(values, (t.bound,), (sizes[f.bound],))  # type: ignore[arg-type]
             raise ConfigError(f"{head}: argument '{name}' is {t} but task '{task}' feeds "
                               f"{name} : {f.show(sizes)}{hint}")

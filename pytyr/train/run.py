@@ -113,7 +113,8 @@ def _fitting(model: RunModel, task: Task, cfg: RunConfig, sizes: dict[str, int],
     from pytyr.train.optim import check_names
 
     graph = graph or model.graph(task.feeds(), sizes, task.name)
-    check_graph(graph, model.where, task.feeds(), task.expects(), sizes, task.name, cfg.model)
+    check_graph(graph, model.where, task.feeds(), task.expects(), sizes, task.name, cfg.model,
+                task.roles_at_least)
     check_names(cfg.train, [p.path for p in graph.params], where, graph.model)
     return graph
 

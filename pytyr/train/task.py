@@ -168,6 +168,9 @@ class Task(abc.ABC):
     Options: ClassVar[type]  # dataclass of the `task` table (without its `name`)
     SampleOptions: ClassVar[type | None] = None  # dataclass of the `sample` table, if it samples
     splits: ClassVar[tuple[str, ...]] = ("train", "val")
+    # roles a model's dims may exceed (`check_graph`): a language model's table may have more
+    # rows than the data has tokens (a checkpoint's vocabulary padded past its tokenizer)
+    roles_at_least: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, options: Any, ctx: TaskContext):
         self.options = options

@@ -86,6 +86,7 @@ class ChatSession:
             self.logits = WindowLogits(factory, options.model, task.logits_feeds(options),
                                        block)
         self.start = task.encode("")  # the document start: a BOS, or nothing
+        self.vocab = task.data_sizes().get("vocab")  # the data's rows of a padded table
         self.gen = torch.Generator().manual_seed(options.seed)
         self.transcript: list[int] = []
         self._unfed: list[int] = []  # the last reply's last token: the model has not seen it
@@ -113,7 +114,8 @@ class ChatSession:
         shown = ""
         end = self.start[0] if len(self.start) == 1 else None
         for k in range(self.options.max_new_tokens):
-            token = pick_token(logits, self.options.temperature, self.options.top_k, self.gen)
+            token = pick_token(logits[:self.vocab], self.options.temperature, self.options.top_k,
+                               self.gen)
             if token == end:
                 break
             out.append(token)

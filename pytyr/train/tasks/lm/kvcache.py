@@ -129,16 +129,17 @@ class CachedDecoder:
 @torch.no_grad()
 def generate_cached(factory: ModelFactory, model: str, prompt: list[int], max_new_tokens: int,
                     temperature: float = 1.0, top_k: int | None = None, seed: int = 0, *,
-                    block: int) -> list[int]:
+                    block: int, vocab: int | None = None) -> list[int]:
     """`prompt` extended by `max_new_tokens` tokens sampled as `sample.generate` samples
-    (the same `pick_token`), through the cached step model `model`."""
+    (the same `pick_token`), through the cached step model `model`; with `vocab`, from the
+    first `vocab` logits only (a table padded past the tokenizer)."""
     check_sampling_args(max_new_tokens, temperature, top_k)
     ids = list(prompt[-block:])
     decoder = CachedDecoder(factory, model, block)
     gen = torch.Generator().manual_seed(seed)
     logits = decoder.prefill(ids)
     for k in range(max_new_tokens):
-        ids.append(pick_token(logits, temperature, top_k, gen))
+        ids.append(pick_token(logits[:vocab], temperature, top_k, gen))
         if k + 1 < max_new_tokens:
             logits = decoder.step(ids[-1], ids)
     return list(prompt[:-block]) + ids if len(prompt) > block else ids

@@ -41,6 +41,10 @@ class LanguageModelTask(Task):
     """Base of the LM tasks: subclasses give the data, `encode` and `decode`."""
 
     SampleOptions = TextSampleOptions
+    # ids below the data's vocabulary are below a larger one: a checkpoint's padded table
+    # (Qwen3's 151,936 rows for 151,669 tokens) trains on them; sampling reads only the
+    # data's rows of the logits
+    roles_at_least = ("vocab",)
 
     def feeds(self) -> dict[str, Feed]:
         return {"idx": TOKENS, "targets": TOKENS}
@@ -99,8 +103,9 @@ class LanguageModelTask(Task):
 
             return SampleOutput(self.decode(generate_cached(
                 factory, options.step_model, prompt, options.max_new_tokens,
-                options.temperature, options.top_k, options.seed, block=block)))
-        trained = options.model is None
+                options.temperature, options.top_k, options.seed, block=block,
+                vocab=self.data_sizes().get("vocab"))))
+        trained, vocab = options.model is None, self.data_sizes().get("vocab")
         cache: dict[int, Any] = {}
 
         def logits_fn(idx: torch.Tensor) -> torch.Tensor:
@@ -108,7 +113,7 @@ class LanguageModelTask(Task):
             if t not in cache:
                 cache[t] = factory(options.model, feeds, {"batch": 1, "seq": t})
             batch = {"idx": idx, "targets": torch.zeros_like(idx)} if trained else {"idx": idx}
-            return cache[t](batch)[0]
+            return cache[t](batch)[0][..., :vocab]  # the data's rows of a padded table
 
         ids = generate(logits_fn, prompt, options.max_new_tokens, options.temperature,
                        options.top_k, options.seed, block_size=block)
