@@ -29,7 +29,7 @@ def test_the_first_model_page_trains_and_samples(tmp_path, capsys):
     lean = [b for b in _blocks("first-model.md", "lean") if "WideConfig" not in b]
     assert lean[0].startswith("import Tyr")
     (tmp_path / "Tiny.lean").write_text("\n\n".join(lean) + "\n")
-    [config] = [json.loads(b) for b in _blocks("first-model.md", "json")]
+    [config] = [json.loads(b) for b in _blocks("first-model.md", "json") if "char_lm" in b]
     config["train"].update(max_iters=30, eval_interval=15, eval_iters=2, threads=1)
     config["sample"]["max_new_tokens"] = 20
     config["out"] = str(tmp_path / "runs" / "tiny")
@@ -42,6 +42,19 @@ def test_the_first_model_page_trains_and_samples(tmp_path, capsys):
     assert evals[-1]["val"] < evals[0]["val"]
     assert main(["sample", "--run", str(tmp_path / "runs" / "tiny"), "--prompt", "JULIET:"]) == 0
     assert capsys.readouterr().out.startswith("JULIET:")
+
+
+def test_the_fine_tune_config_of_the_first_model_page_is_a_valid_run_config():
+    # the Llama section's tune.json: every key known, every value in range, its step model
+    # one of the family's (the page's commands run in tests/test_hf_finetune.py)
+    from pytyr.pipeline import LeanModels
+    from pytyr.train.settings import load_run_config
+
+    [tune] = [json.loads(b) for b in _blocks("first-model.md", "json") if "shard_lm" in b]
+    cfg = load_run_config(tune, "docs/first-model.md")
+    assert cfg.task["name"] == "shard_lm" and cfg.sample["step_model"] == "qwen3TiedStep"
+    models = LeanModels(ROOT / "examples" / "llama" / "Llama.lean")
+    assert models.declaration("qwen3TiedStep") is not None
 
 
 def test_the_own_task_of_the_own_data_page_trains(tmp_path, capsys):
