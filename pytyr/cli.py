@@ -19,7 +19,7 @@ from .config import merge, parse_set, read_json, refuse_unread
 from .errors import ConfigError, Interrupted, LeanError, TyrError
 from .export import FORMATS as EXPORT_FORMATS
 from .paths import input_file
-from .sampling import cmd_chat, cmd_sample
+from .sampling import register_sampling
 
 
 class Parser(argparse.ArgumentParser):
@@ -319,41 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0, help="of fresh weights (without --weights)")
     r.set_defaults(fn=cmd_run)
 
-    s = _sub(sub, "sample", "generate from a trained run",
-             "Generate from the trained weights of a run directory with its task's sampler; "
-             "options default to the run's `sample` table.",
-             "  tyr sample --run runs/gpt --prompt 'ROMEO:' --max-new-tokens 300\n"
-             "  tyr sample --run runs/gpt --set sample.temperature=0.5")
-    s.add_argument("--run", default="runs/gpt", metavar="DIR",
-                   help="output directory of `tyr train` (default %(default)s)")
-    s.add_argument("--prompt")
-    s.add_argument("--max-new-tokens", type=int)
-    s.add_argument("--temperature", type=float)
-    s.add_argument("--top-k", type=int)
-    s.add_argument("--seed", type=int)
-    s.add_argument("--model", help="the @[model] that gives logits")
-    s.add_argument("--set", action="append", metavar="sample.KEY=VALUE")
-    _add_checkpoint(s)
-    s.set_defaults(fn=cmd_sample)
-
-    ch = _sub(sub, "chat", "talk to a trained language model, a reply per line",
-              "Read lines from stdin and answer each with the run's language model, streamed, "
-              "over one transcript (key/value-cached where the run has a sample.step_model). "
-              "A reply ends at max-new-tokens, at the end of a document, or at --stop. The "
-              "models are pretrained on plain text: they continue your text, not follow it.",
-              "  tyr chat --run runs/nanochat\n"
-              "  echo 'The president said' | tyr chat --run runs/nanochat --temperature 0")
-    ch.add_argument("--run", metavar="DIR",
-                    help="output directory of `tyr train` of a language model (default: the "
-                         "newest one under runs/)")
-    ch.add_argument("--max-new-tokens", type=int, help="most tokens per reply")
-    ch.add_argument("--temperature", type=float)
-    ch.add_argument("--top-k", type=int)
-    ch.add_argument("--seed", type=int)
-    ch.add_argument("--stop", metavar="TEXT", help="end a reply where it writes TEXT")
-    ch.add_argument("--set", action="append", metavar="sample.KEY=VALUE")
-    _add_checkpoint(ch)
-    ch.set_defaults(fn=cmd_chat)
+    register_sampling(sub, _sub, _add_checkpoint)
 
     e = _sub(sub, "export", "export a trained run to another framework's format",
              "Export a trained language-model run as a Hugging Face directory (config.json, "

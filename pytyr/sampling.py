@@ -1,4 +1,5 @@
-"""`tyr sample` and `tyr chat`: generating from a trained run directory.
+"""`tyr sample` and `tyr chat`: generating from a trained run directory (or, `tyr sample
+--weights DIR`, from a Hugging Face checkpoint through its family's step model).
 
 Both read the run's record, its model source (`source_from_origin`: the Lean file or library
 it names) and the `sample` table of `--set` under the command's own options, each text option
@@ -9,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pytyr.config import parse_set, refuse_unread
 from pytyr.errors import ConfigError
@@ -36,7 +37,14 @@ def cmd_sample(args: argparse.Namespace) -> int:
     from pytyr.train.run import sample
 
     overrides = _sample_overrides(args, ("prompt", "max_new_tokens", "temperature", "top_k",
-                                         "seed", "model"))
+                                         "seed"), also=("model",) if args.weights else ())
+    if args.weights:  # a checkpoint, no run: its family's step model and tokenizer
+        model_table = parse_set(args.set or []).get("model", {})
+        print(sample_checkpoint(args.weights, args.hf_config, args.file, args.model, overrides,
+                                model_table, say=lambda m: print(m, file=sys.stderr)))
+        return 0
+    if args.model is not None:
+        overrides["model"] = args.model
     run_dir = Path(args.run)
     run = read_run(run_dir)
     source = source_from_origin(run["origin"], f"{run_dir}/run.json")
@@ -49,9 +57,57 @@ def cmd_sample(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sample_overrides(args: argparse.Namespace, keys: tuple[str, ...]) -> dict[str, Any]:
-    """The `sample` table of `--set` with the command's own options on top."""
-    refuse_unread(args.set, args.command, ("sample",))
+def sample_checkpoint(weights: str, hf_config: str | None, file: str | None, model: str | None,
+                      table: dict[str, Any], explicit: dict[str, Any],
+                      say: Callable[[str], None] = print) -> str:
+    """`tyr sample --weights DIR`: text from a checkpoint with no run, through its family's
+    step model (`model` + `Step`) over the key/value caches, the prompt encoded and the
+    tokens decoded by the checkpoint's own `tokenizer.json` (its special tokens as its
+    post-processor adds them, as transformers' tokenizer does). `table`: the `sample` options;
+    `explicit`: the model table of `--set` (`c.cache`: the caches' positions, the context)."""
+    from pytyr.config import load_dataclass
+    from pytyr.data.tokenizer import load_tokenizer
+    from pytyr.hf import UnusedKeys
+    from pytyr.pipeline import LeanModels
+    from pytyr.train.model import RunModel
+    from pytyr.train.pretrained import checkpoint_model, checkpoint_tensors, model_from_checkpoint
+    from pytyr.train.tasks.lm.kvcache import generate_cached, step_feeds
+    from pytyr.train.tasks.lm.task import TextSampleOptions
+
+    options = load_dataclass(TextSampleOptions, table, "the command line", prefix="sample.")
+    hf, file, model = checkpoint_model(weights, hf_config, file, None, model, say=say)
+    step = options.step_model or f"{model}Step"
+    tokenizer = Path(weights) / "tokenizer.json"
+    if not tokenizer.is_file():
+        raise ConfigError(f"{tokenizer}: not found; sampling from a checkpoint reads its "
+                          f"tokenizer.json (save it with the tokenizer's save_pretrained)")
+    tok = load_tokenizer(tokenizer, bos=None).tokenizer
+    prompt = tok.encode(options.prompt).ids
+    if not prompt:
+        raise ConfigError("--prompt encodes to no tokens; give some text")
+    values = model_from_checkpoint({}, hf, file, explicit, say=lambda _: None)["model"]
+    block = values.get("c", {}).get("cache")
+    if not isinstance(block, int) or block < 1:
+        raise ConfigError(f"model {step}: the caches' positions (model.c.cache) are needed")
+    run = RunModel(LeanModels(file), model, values)
+    feeds = step_feeds(run.declaration(step), step)
+    names = {p.path for p in run.graph(feeds, {"batch": 1, "seq": 1}, "sampler", step).params}
+    with checkpoint_tensors(weights) as tensors:
+        unused = UnusedKeys(hf.family if hf is not None else None, [], tensors, weights)
+        ids = generate_cached(run.with_weights(unused.select(tensors, names), weights), step,
+                              prompt, options.max_new_tokens, options.temperature,
+                              options.top_k, options.seed, block=block,
+                              vocab=tok.get_vocab_size())
+    for note in unused.notes:
+        say(note)
+    return tok.decode(ids)
+
+
+def _sample_overrides(args: argparse.Namespace, keys: tuple[str, ...],
+                      also: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The `sample` table of `--set` with the command's own options on top (`also`: other
+    tables the command reads from `--set`)."""
+    refuse_unread(args.set, args.command, ("sample", *also))
     overrides = parse_set(args.set or []).get("sample", {})
     for key in keys:
         value = getattr(args, key)
@@ -100,3 +156,50 @@ def cmd_chat(args: argparse.Namespace) -> int:
     lines = getattr(sys.stdin, "buffer", sys.stdin)  # bytes: a line that is not UTF-8 is named
     converse(session, lines, write, warn, prompt="> " if interactive else "")
     return 0
+
+
+def register_sampling(sub: Any, make_sub: Callable[..., argparse.ArgumentParser],
+                      add_checkpoint: Callable[[argparse.ArgumentParser], None]) -> None:
+    """`tyr sample` and `tyr chat` on the parser's subcommands (`make_sub`: cli's `_sub`)."""
+    s = make_sub(sub, "sample", "generate from a trained run",
+             "Generate from the trained weights of a run directory with its task's sampler; "
+             "options default to the run's `sample` table.",
+             "  tyr sample --run runs/gpt --prompt 'ROMEO:' --max-new-tokens 300\n"
+             "  tyr sample --run runs/gpt --set sample.temperature=0.5\n"
+             "  tyr sample --weights Qwen3-0.6B/ --prompt 'The capital of France is' "
+             "--temperature 0")
+    s.add_argument("--run", default="runs/gpt", metavar="DIR",
+                   help="output directory of `tyr train` (default %(default)s)")
+    s.add_argument("--weights", metavar="DIR", help="a Hugging Face checkpoint instead: its "
+                   "family's step model, its tokenizer.json (--set model.c.cache=N: context)")
+    s.add_argument("file", nargs="?", metavar="FILE.lean", help="with --weights: its Lean file")
+    s.add_argument("--hf-config", metavar="FILE", help="as `tyr run --hf-config`")
+    s.add_argument("--prompt")
+    s.add_argument("--max-new-tokens", type=int)
+    s.add_argument("--temperature", type=float)
+    s.add_argument("--top-k", type=int)
+    s.add_argument("--seed", type=int)
+    s.add_argument("--model", help="the @[model] that gives logits (with --weights: whose "
+                   "…Step decodes)")
+    s.add_argument("--set", action="append", metavar="sample.KEY=VALUE")
+    add_checkpoint(s)
+    s.set_defaults(fn=cmd_sample)
+
+    ch = make_sub(sub, "chat", "talk to a trained language model, a reply per line",
+              "Read lines from stdin and answer each with the run's language model, streamed, "
+              "over one transcript (key/value-cached where the run has a sample.step_model). "
+              "A reply ends at max-new-tokens, at the end of a document, or at --stop. The "
+              "models are pretrained on plain text: they continue your text, not follow it.",
+              "  tyr chat --run runs/nanochat\n"
+              "  echo 'The president said' | tyr chat --run runs/nanochat --temperature 0")
+    ch.add_argument("--run", metavar="DIR",
+                    help="output directory of `tyr train` of a language model (default: the "
+                         "newest one under runs/)")
+    ch.add_argument("--max-new-tokens", type=int, help="most tokens per reply")
+    ch.add_argument("--temperature", type=float)
+    ch.add_argument("--top-k", type=int)
+    ch.add_argument("--seed", type=int)
+    ch.add_argument("--stop", metavar="TEXT", help="end a reply where it writes TEXT")
+    ch.add_argument("--set", action="append", metavar="sample.KEY=VALUE")
+    add_checkpoint(ch)
+    ch.set_defaults(fn=cmd_chat)

@@ -246,3 +246,46 @@ def test_the_checkpoints_tensors_become_the_parameters_without_a_copy(tmp_path):
         assert load_weights(module, weights, "ckpt", assign=True) == 0
         state = module.state_dict()
         assert all(state[k].data_ptr() == weights[k].data_ptr() for k in state)
+
+
+def _tokenizer(vocab: int) -> "tokenizers.Tokenizer":  # noqa: F821
+    """A byte-level BPE of `vocab` tokens trained on a few sentences, as a checkpoint's
+    tokenizer.json."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=list("abcdefghij ."), show_progress=False)
+    tok.train_from_iterator(["a bad cab. ", "a big bee had a jab. ", "deaf ice. "] * 20,
+                            trainer)
+    return tok
+
+
+@pytest.mark.parametrize("variant", ["qwen3-tied", "mistral"])
+def test_tyr_sample_of_a_checkpoint_is_transformers_generate(tmp_path, capsys, variant):
+    # no run: the family's step model, the checkpoint's tokenizer.json, greedy
+    model = checkpoint(tmp_path / "ckpt", variant)
+    tok = _tokenizer(SIZES["vocab_size"])
+    assert tok.get_vocab_size() <= SIZES["vocab_size"]
+    tok.save(str(tmp_path / "ckpt" / "tokenizer.json"))
+    prompt = "a bad cab"
+    rc = main(["sample", "--weights", str(tmp_path / "ckpt"), "--prompt", prompt,
+               "--temperature", "0", "--max-new-tokens", "12", "--set", "model.c.cache=32"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    with torch.no_grad():
+        want = model.generate(torch.tensor([tok.encode(prompt).ids]), max_new_tokens=12,
+                              min_new_tokens=12, do_sample=False,
+                              suppress_tokens=list(range(tok.get_vocab_size(),
+                                                         SIZES["vocab_size"])))[0]
+    assert out.out.rstrip("\n") == tok.decode(want.tolist())
+    assert f"model {VARIANTS[variant][3]}" in out.err
+
+
+def test_tyr_sample_of_a_checkpoint_without_a_tokenizer_says_what_it_needs(tmp_path, capsys):
+    checkpoint(tmp_path / "ckpt", "llama")
+    rc = main(["sample", "--weights", str(tmp_path / "ckpt"), "--prompt", "a"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 1 and "tokenizer.json: not found" in err[-1], err

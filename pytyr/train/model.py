@@ -121,15 +121,17 @@ class RunModel:
 
     def forward(self, feeds: dict[str, Feed], sizes: dict[str, int],
                 model: str | None = None) -> Forward:
-        """`graph` as a module holding the weights, in eval mode (built once per shape)."""
+        """`graph` as a module holding the weights (the same tensors in every module: no
+        copy per shape), in eval mode, built once per shape."""
         if self.weights is None:
             raise TypeError(f"model '{self.name}' holds no weights to run")
         name = model or self.name
         key = (name, tuple(sorted(sizes.items())))
         if key not in self._forwards:
             graph = self.graph(feeds, sizes, "sampler", name)
-            module = module_from_graph(graph)
-            load_weights(module, self.weights, self.weights_from)
+            # the weights become the parameters: every shape's module shares them
+            module = module_from_graph(graph, empty=True)
+            load_weights(module, self.weights, self.weights_from, cast=True, assign=True)
             self._forwards[key] = Forward(module.eval(), graph)
         return self._forwards[key]
 

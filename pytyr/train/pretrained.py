@@ -77,3 +77,4 @@ def initial_weights(module: Any, path: str, hf: HFConfig | None,
         unused.notes.append(f"read {cast} tensors of another dtype as the model's")
     for note in unused.notes if say is not None else []:
         say(note)
+
