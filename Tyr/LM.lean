@@ -8,7 +8,8 @@ What Hugging Face's `LlamaForCausalLM`, `MistralForCausalLM`, `Qwen2ForCausalLM`
 with a learned gain (`weight`) over a sequence (the per-head gain of Qwen3's q/k norm is
 `rmsNormScale4` of `Tyr.DiT`), rotary embedding in Hugging Face's convention with `rope_theta`
 and Llama 3's frequency scaling, GPT-2's `Conv1D` (a weight stored input-major) and attention
-of `s` queries over `t` keys of another sequence. The gated MLPs compose from `silu`/`gelu`,
+of `s` queries over `t` keys of another sequence, and causal attention over padded
+sequences. The gated MLPs compose from `silu`/`gelu`,
 `mul` and `linear3`; grouped-query and sliding-window attention are `gqaAttention` and
 `windowAttention`. Each op is a typed `prim`.
 -/
@@ -60,5 +61,14 @@ queries and keys passed the other way round are a type error wherever `s ≠ t`.
 def crossAttention {b h s t d : Nat} (q : T #[b, h, s, d]) (k v : T #[b, h, t, d]) :
     T #[b, h, s, d] :=
   prim "cross_attention" [q.node, k.node, v.node]
+
+/-- Causal grouped-query attention over padded sequences (Hugging Face's `attention_mask`):
+query `i` of sequence `s` sees the keys `j ≤ i` with `keep[s, j] = 1`, and always itself, so a
+padding position's output stays finite (give it no loss weight; real positions are as
+without the padding, as transformers computes them with positions `0 … t-1`). Head `i` of `h`
+reads key/value head `i / (h / g)` of `g` (`hg : h % g = 0`). -/
+def paddedCausalAttention {b h g t d : Nat} (q : T #[b, h, t, d]) (k v : T #[b, g, t, d])
+    (keep : IT #[b, t] 2) (hg : h % g = 0) : T #[b, h, t, d] :=
+  prim "padded_causal_attention" [q.node, k.node, v.node, keep.node]
 
 end torch

@@ -171,7 +171,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # a Hugging Face config.json goes over the example's values, under the command line's;
     # without a Lean file, the checkpoint's family names the file and the model
     hf, args.file, args.model = checkpoint_model(args.weights, args.hf_config, args.file,
-                                                 args.lib, args.model)
+                                                 args.lib, args.model, inputs=args.inputs)
     source = _source(args)
     explicit = _explicit(args)
     trained = None

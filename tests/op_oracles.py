@@ -249,6 +249,23 @@ LM_ORACLES = {
     "cross_attention": ([([1, 2, 2, 3], "f32"), ([1, 2, 5, 3], "f32"), ([1, 2, 5, 3], "f32")],
                         {}, [1, 2, 2, 3], _bidirectional),
 }
+
+
+def _padded_causal(q, k, v, keep):
+    # query i of sequence s sees j <= i where keep[s, j], and itself; kv head j // r
+    t = q.shape[2]
+    visible = torch.tensor([[[j <= i and (bool(keep[s, j]) or j == i) for j in range(t)]
+                             for i in range(t)] for s in range(q.shape[0])])
+    r = q.shape[1] // k.shape[1]
+    k = torch.stack([k[:, j // r] for j in range(q.shape[1])], dim=1)
+    v = torch.stack([v[:, j // r] for j in range(q.shape[1])], dim=1)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return torch.softmax(scores.masked_fill(~visible[:, None], float("-inf")), dim=-1) @ v
+
+
+LM_ORACLES["padded_causal_attention"] = (
+    [([2, 4, 5, 3], "f32"), ([2, 2, 5, 3], "f32"), ([2, 2, 5, 3], "f32"), ([2, 5], "i64", 2)],
+    {}, [2, 4, 5, 3], _padded_causal)
 ORACLES.update(LM_ORACLES)
 ORACLE_IMPLICIT.update({"rope": {"b": 1, "h": 2, "t": 5, "k": 4, "n": 8},
                         "rope_at": {"b": 1, "h": 2, "t": 2, "k": 3, "n": 16}})

@@ -289,3 +289,32 @@ def test_tyr_sample_of_a_checkpoint_without_a_tokenizer_says_what_it_needs(tmp_p
     rc = main(["sample", "--weights", str(tmp_path / "ckpt"), "--prompt", "a"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1 and "tokenizer.json: not found" in err[-1], err
+
+
+@pytest.mark.parametrize("variant", ["llama3", "qwen2", "qwen3-tied"])
+def test_padded_sequences_give_transformers_logits_at_every_real_token(tmp_path, capsys,
+                                                                       variant):
+    # an attention_mask in the inputs picks the family's …Masked model; one sequence padded
+    # on the right, one on the left, one not at all
+    model = checkpoint(tmp_path / "ckpt", variant)
+    x = torch.randint(0, SIZES["vocab_size"], (3, 8), generator=torch.Generator().manual_seed(5))
+    mask = torch.ones(3, 8, dtype=torch.int64)
+    mask[0, 5:] = 0
+    mask[1, :3] = 0
+    save_file({"input_ids": x, "attention_mask": mask}, tmp_path / "ids.safetensors")
+    rc, out = tyr_run(tmp_path, tmp_path / "ckpt")
+    said = capsys.readouterr().out
+    assert rc == 0 and f"model {VARIANTS[variant][3]}Masked" in said, said
+    with torch.no_grad():
+        want = model(input_ids=x, attention_mask=mask).logits
+    real = mask.bool()
+    torch.testing.assert_close(load_file(out)["out"][real], want[real], rtol=0, atol=1e-5)
+
+
+def test_padded_inputs_for_a_family_without_a_masked_model_are_one_line(tmp_path, capsys):
+    checkpoint(tmp_path / "ckpt", "mistral")
+    x = torch.zeros(1, 4, dtype=torch.int64)
+    save_file({"input_ids": x, "attention_mask": torch.ones_like(x)}, tmp_path / "ids.safetensors")
+    rc, out = tyr_run(tmp_path, tmp_path / "ckpt")
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and not out.exists() and "no model for padded sequences" in err, err

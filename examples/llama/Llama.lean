@@ -626,3 +626,91 @@ def qwen3TiedTrain (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
     (idx targets : IT #[b, t] c.vocab) : T #[b, t, c.vocab] × T #[] :=
   withLoss (head c p.model.norm p.model.embed_tokens.weight (qwen3Stream c hT hkv p.model idx))
     targets
+
+/-! ## Padded batches: the logits of sequences of different lengths
+
+`…Masked` takes Hugging Face's `attention_mask : IT #[b, t] 2` beside `input_ids` (1 a token,
+0 padding, on either side): no query attends to padding, positions are `0 … t-1` as
+transformers gives them without `position_ids`, and a padding position's logits are not
+meant to be read. `tyr run` picks it when the inputs hold an `attention_mask`. -/
+
+/-- Attention of rotated queries and keys over the real tokens, the heads merged again. -/
+def attendMasked (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (keep : IT #[b, t] 2) (a : QKV c b t) :
+    T #[b, t, c.q_dim] :=
+  mergeHeads (paddedCausalAttention (turn c hT a.fst) (turn c hT a.snd.fst) a.snd.snd keep hkv)
+
+/-- The stream after every Llama layer over padded sequences. -/
+def llamaMaskedStream (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (p : LlamaModel c) (input_ids : IT #[b, t] c.vocab)
+    (keep : IT #[b, t] 2) : T #[b, t, c.hidden] :=
+  p.layers.foldl (fun x l => withMLP c l.mlp l.post_attention_layernorm (add x
+      (proj l.self_attn.o_proj
+        (attendMasked c hT hkv keep (llamaQKV c l.self_attn (rms c l.input_layernorm x))))))
+    (embedding2 input_ids p.embed_tokens.weight)
+
+/-- The stream after every Qwen2 layer over padded sequences. -/
+def qwen2MaskedStream (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen2Model c) (input_ids : IT #[b, t] c.vocab)
+    (keep : IT #[b, t] 2) : T #[b, t, c.hidden] :=
+  p.layers.foldl (fun x l => withMLP c l.mlp l.post_attention_layernorm (add x
+      (proj l.self_attn.o_proj
+        (attendMasked c hT hkv keep (qwen2QKV c l.self_attn (rms c l.input_layernorm x))))))
+    (embedding2 input_ids p.embed_tokens.weight)
+
+/-- The stream after every Qwen3 layer over padded sequences. -/
+def qwen3MaskedStream (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen3Model c) (input_ids : IT #[b, t] c.vocab)
+    (keep : IT #[b, t] 2) : T #[b, t, c.hidden] :=
+  p.layers.foldl (fun x l => withMLP c l.mlp l.post_attention_layernorm (add x
+      (proj l.self_attn.o_proj
+        (attendMasked c hT hkv keep (qwen3QKV c l.self_attn (rms c l.input_layernorm x))))))
+    (embedding2 input_ids p.embed_tokens.weight)
+
+/-- `llama` over padded sequences. -/
+@[model]
+def llamaMasked (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0) (p : LlamaParams c)
+    (input_ids : IT #[b, t] c.vocab) (attention_mask : IT #[b, t] 2) : T #[b, t, c.vocab] :=
+  head c p.model.norm p.lm_head.weight (llamaMaskedStream c hT hkv p.model input_ids
+    attention_mask)
+
+/-- `llamaTied` over padded sequences. -/
+@[model]
+def llamaTiedMasked (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0) (p : LlamaTiedParams c)
+    (input_ids : IT #[b, t] c.vocab) (attention_mask : IT #[b, t] 2) : T #[b, t, c.vocab] :=
+  head c p.model.norm p.model.embed_tokens.weight (llamaMaskedStream c hT hkv p.model input_ids
+    attention_mask)
+
+/-- `qwen2` over padded sequences. -/
+@[model]
+def qwen2Masked (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen2Params c)
+    (input_ids : IT #[b, t] c.vocab) (attention_mask : IT #[b, t] 2) : T #[b, t, c.vocab] :=
+  head c p.model.norm p.lm_head.weight (qwen2MaskedStream c hT hkv p.model input_ids
+    attention_mask)
+
+/-- `qwen2Tied` over padded sequences. -/
+@[model]
+def qwen2TiedMasked (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen2TiedParams c)
+    (input_ids : IT #[b, t] c.vocab) (attention_mask : IT #[b, t] 2) : T #[b, t, c.vocab] :=
+  head c p.model.norm p.model.embed_tokens.weight (qwen2MaskedStream c hT hkv p.model input_ids
+    attention_mask)
+
+/-- `qwen3` over padded sequences. -/
+@[model]
+def qwen3Masked (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen3Params c)
+    (input_ids : IT #[b, t] c.vocab) (attention_mask : IT #[b, t] 2) : T #[b, t, c.vocab] :=
+  head c p.model.norm p.lm_head.weight (qwen3MaskedStream c hT hkv p.model input_ids
+    attention_mask)
+
+/-- `qwen3Tied` over padded sequences. -/
+@[model]
+def qwen3TiedMasked (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen3TiedParams c)
+    (input_ids : IT #[b, t] c.vocab) (attention_mask : IT #[b, t] 2) : T #[b, t, c.vocab] :=
+  head c p.model.norm p.model.embed_tokens.weight (qwen3MaskedStream c hT hkv p.model input_ids
+    attention_mask)

@@ -1,5 +1,5 @@
-"""Lowerings of `Tyr/LM.lean`: the gained RMS norm, Hugging Face's rotary, GPT-2's Conv1D and
-cross-attention.
+"""Lowerings of `Tyr/LM.lean`: the gained RMS norm, Hugging Face's rotary, GPT-2's Conv1D,
+cross-attention and causal attention over padded sequences.
 
 The rotary frequencies are computed as transformers computes them (`_compute_default_rope_
 parameters`, `_compute_llama3_parameters`, then `inv_freq @ positions`): in float32, whatever
@@ -100,10 +100,28 @@ def _cross_attention(cx: Lower, args, attrs, types, out) -> fx.Node:
     return cx.g.call_function(F.scaled_dot_product_attention, tuple(args))
 
 
+def padded_causal_mask(keep: torch.Tensor) -> torch.Tensor:
+    """bool [b, 1, t, t]: query i sees key j iff j <= i and (keep[:, j] or j == i)."""
+    t = keep.shape[1]
+    i = torch.arange(t, device=keep.device)
+    causal = i[None, :] <= i[:, None]
+    return (causal & ((keep != 0)[:, None, :] | torch.eye(t, dtype=torch.bool,
+                                                           device=keep.device)))[:, None]
+
+
+def _padded_causal_attention(cx: Lower, args, attrs, types, out) -> fx.Node:
+    # q: [b, h, t, d], k, v: [b, g, t, d], keep: i64[b, t] -> [b, h, t, d]
+    q, k, v, keep = args
+    mask = cx.g.call_function(padded_causal_mask, (keep,))
+    return cx.g.call_function(F.scaled_dot_product_attention, (q, k, v),
+                              {"attn_mask": mask, "enable_gqa": True})
+
+
 LM_OPS: dict[str, Lowering] = {
     "rms_norm_gain3": _rms_norm_gain,
     "rope": _rope,
     "rope_at": _rope_at,
     "conv1d3": lambda cx, args, attrs, types, out: cx.g.call_function(_conv1d, tuple(args)),
     "cross_attention": _cross_attention,
+    "padded_causal_attention": _padded_causal_attention,
 }

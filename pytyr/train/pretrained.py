@@ -14,21 +14,32 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from pytyr.config import read_json
-from pytyr.errors import ConfigError
+from pytyr.errors import ConfigError, LeanError, TyrError
 from pytyr.hf import HFConfig, UnusedKeys, checkpoint_config, family_model, model_values
 
 
 def checkpoint_model(weights: str | None, hf_config: str | None, file: str | None,
                      lib: str | None, model: str | None, *, suffix: str = "",
-                     say: Callable[[str], None] = print
+                     inputs: str | None = None, say: Callable[[str], None] = print
                      ) -> tuple[HFConfig | None, str | None, str]:
-    """(the checkpoint's HF config or None, the Lean file to use, the model to use)."""
+    """(the checkpoint's HF config or None, the Lean file to use, the model to use). With
+    `inputs` (a safetensors file) holding an `attention_mask`, the family's model for padded
+    sequences (`…Masked`), where it has one."""
     hf = checkpoint_config(weights, hf_config, say=say)
     if file or lib:
         if not model:
             raise ConfigError("give the @[model] to use (--model NAME)")
         return hf, file, model
     lean, family_choice = family_model(hf)
+    if model is None and inputs is not None and _padded(inputs):
+        from pytyr.pipeline import LeanModels
+
+        try:
+            LeanModels(lean).declaration(family_choice + "Masked")
+        except LeanError:
+            raise ConfigError(f"{inputs}: an attention_mask, but the {hf.family.name} family "
+                              f"has no model for padded sequences; give unpadded input_ids") from None
+        family_choice += "Masked"
     model = model or family_choice + suffix
     say(f"family {hf.family.name} (from {hf.path}): {lean}, model {model}")
     return hf, str(lean), model
@@ -48,6 +59,16 @@ def model_from_checkpoint(cfg: dict[str, Any], hf: HFConfig | None, file: str | 
     for line in hf.describe(explicit):
         say(line)
     return {**cfg, "model": model_values(base, hf, explicit)}
+
+
+def _padded(inputs: str) -> bool:
+    """Does the inputs file hold an `attention_mask` (its header only: nothing else read)?"""
+    from pytyr.safetensors import read_header
+
+    try:
+        return "attention_mask" in read_header(inputs).tensors
+    except TyrError:
+        return False  # the run reads the file next and names what is wrong with it
 
 
 @contextlib.contextmanager

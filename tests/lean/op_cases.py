@@ -263,4 +263,11 @@ LM_CASES = [
      "def f (q : T #[2, 4, 3, 8]) (k v : T #[2, 4, 7, 8]) : T #[2, 4, 3, 8] := "
      "crossAttention k q v",
      ["crossAttention", "T #[2, 4, 7, 8]", "T #[2, 4, 3, 8]"]),
+    # the mask is the sequences' own: [b, t] of bound 2, not of the vocabulary
+    ("paddedCausalAttention",
+     "def f (q : T #[2, 4, 5, 8]) (k v : T #[2, 2, 5, 8]) (m : IT #[2, 5] 2) : "
+     "T #[2, 4, 5, 8] := paddedCausalAttention q k v m (by decide)",
+     "def f (q : T #[2, 4, 5, 8]) (k v : T #[2, 2, 5, 8]) (m : IT #[2, 5] 64) : "
+     "T #[2, 4, 5, 8] := paddedCausalAttention q k v m (by decide)",
+     ["argument 'keep' of 'paddedCausalAttention'", "IT #[2, 5] 64", "IT #[2, 5] 2"]),
 ]
