@@ -7,6 +7,7 @@ import Tyr.DiT
 import Tyr.Decode
 import Tyr.Mix
 import Tyr.LM
+import Tyr.MoE
 
 /-!
 # Tyr — shape-typed tensors and models in Lean 4

@@ -6,7 +6,7 @@ indexed by its shape, so `T #[1]` and `T #[2]` are different types and a dimensi
 mismatch is a type error. The value inside is a node of the model's graph; running the
 model builds the graph IR that the Python harness executes.
 
-`numel`, `prim` and `param` are the three definitions the Python checker implements
+`numel`, `prim`, `primI` and `param` are the four definitions the Python checker implements
 natively (it checks their signatures against these declarations); everything else in
 `Tyr/` is read and type-checked by it. See `docs/lean-subset.md`.
 -/
@@ -77,6 +77,13 @@ of `Tyr.Ops` and `Tyr.NN` is a `prim` whose arguments are its tensor arguments i
 whose attributes are its other explicit arguments, named as in its signature. -/
 def prim {s : Shape} (name : String) (args : List Node) (attrs : List Attr := []) : T s :=
   ⟨.op name args attrs s .f32⟩
+
+/-- `prim` for an op whose result is an index tensor `IT s n` (the top-k ids of a router, typed
+by the number of experts they pick from): the node's shape and bound are the ones the expected
+type asks for. The same convention as `prim`, with the result `IT s n` instead of `T s`. -/
+def primI {s : Shape} {n : Nat} (name : String) (args : List Node) (attrs : List Attr := []) :
+    IT s n :=
+  ⟨.op name args attrs s (.i64 n)⟩
 
 /-- A parameter leaf initialised by `init`; its path is the field path it sits at. -/
 def param {s : Shape} (init : Init) : T s :=

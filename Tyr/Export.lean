@@ -133,7 +133,8 @@ def dtypeJson : DType → Json
   | .f32 => Json.str "f32"
   | .i64 _ => Json.str "i64"
 
-/-- The `bound` field of an input record: an integer input's bound, nothing for a float one. -/
+/-- The `bound` field of an input or node record: an integer value's bound, nothing for a
+float one. -/
 def boundJson : DType → List (String × Json)
   | .f32 => []
   | .i64 n => [("bound", Lean.toJson n)]
@@ -183,10 +184,10 @@ partial def emitNode (st : EmitState) (n : Node) : Except String (String × Emit
       let (name, st') ← emitNode acc.2 a
       pure (acc.1.push name, st')
     let name := s!"%{st.nodes.size}"
-    let node := Json.mkObj [
+    let node := Json.mkObj ([
       ("name", Json.str name), ("op", Json.str op), ("inputs", Lean.toJson ins),
       ("attrs", Json.mkObj (attrs.map attrJson)), ("shape", Lean.toJson shape),
-      ("dtype", dtypeJson dtype)]
+      ("dtype", dtypeJson dtype)] ++ boundJson dtype)
     return (name, { names := st.names.insert key name, nodes := st.nodes.push node })
 
 /-- The graph IR of a model, as compact JSON text: `inputs` are the input nodes in binder

@@ -29,7 +29,9 @@ class GraphBuilder:
         return path
 
     def node(self, op: str, inputs: list[str], shape: list[int], dtype: str = "f32",
-             loc: str | None = None, implicit: dict[str, Any] | None = None, **attrs: Any) -> str:
+             loc: str | None = None, implicit: dict[str, Any] | None = None,
+             bound: int | None = None, **attrs: Any) -> str:
+        """A node; an i64 one (an op of `primI`) has the `bound` of its type `IT s n`."""
         name = f"%{len(self.doc['nodes'])}"
         self.doc["nodes"].append({
             "name": name, "op": op, "inputs": list(inputs), "attrs": attrs,
@@ -38,6 +40,8 @@ class GraphBuilder:
         })
         if implicit:
             self.doc["nodes"][-1]["implicit"] = dict(implicit)
+        if bound is not None:
+            self.doc["nodes"][-1]["bound"] = bound
         return name
 
     def output(self, name: str, ref: str) -> None:

@@ -269,3 +269,71 @@ LM_ORACLES["padded_causal_attention"] = (
 ORACLES.update(LM_ORACLES)
 ORACLE_IMPLICIT.update({"rope": {"b": 1, "h": 2, "t": 5, "k": 4, "n": 8},
                         "rope_at": {"b": 1, "h": 2, "t": 2, "k": 3, "n": 16}})
+
+
+def _probs(z):
+    # softmax over the experts, written out
+    e = torch.exp(z - z.max(-1, keepdim=True).values)
+    return e / e.sum(-1, keepdim=True)
+
+
+def _top_k(z, k):
+    # per position, the experts sorted by probability, the first k
+    p = _probs(z.detach())
+    return torch.tensor([[sorted(range(z.shape[-1]), key=lambda j: -float(p[i, s, j]))[:k]
+                          for s in range(z.shape[1])] for i in range(z.shape[0])])
+
+
+def _picked(z, ids, renorm):
+    p = _probs(z)
+    w = torch.stack([torch.stack([torch.stack([p[i, s, int(j)] for j in ids[i, s]])
+                                  for s in range(z.shape[1])]) for i in range(z.shape[0])])
+    return w / w.sum(-1, keepdim=True) if renorm else w
+
+
+def _expert_add(acc, x, ids, w, gate, up, down):
+    # position by position, slot by slot: the expert where the id is 0
+    rows = []
+    for i in range(x.shape[0]):
+        for s in range(x.shape[1]):
+            y = acc[i, s]
+            for j in range(ids.shape[-1]):
+                if int(ids[i, s, j]) == 0:
+                    g, u = gate @ x[i, s], up @ x[i, s]
+                    y = y + w[i, s, j] * (down @ (g / (1 + torch.exp(-g)) * u))
+            rows.append(y)
+    return torch.stack(rows).reshape(acc.shape)
+
+
+def _router_load(load, z, ids):
+    n, e = z.shape[0] * z.shape[1], z.shape[-1]
+    counts = torch.tensor([sum(float(int(i) == j) for i in ids.reshape(-1)) for j in range(e)])
+    return load + torch.stack([counts / n, _probs(z).reshape(n, e).sum(0) / n])
+
+
+def _balance(load, layers):
+    e = load.shape[-1]
+    return e * sum(load[0, j] / layers * (load[1, j] / layers) for j in range(e))
+
+
+_IDS = [[[0, 2], [1, 0], [2, 1]], [[1, 2], [0, 1], [2, 0]]]  # distinct per position, as top-k
+
+# Tyr/MoE.lean; an output (shape, "i64", bound) is an index tensor, compared exactly
+MOE_ORACLES = {
+    "router_top_k": ([([2, 3, 5], "f32")], {"k": 2}, ([2, 3, 2], "i64", 5), lambda z: _top_k(z, 2)),
+    "router_weights": ([([2, 3, 4], "f32"), ([2, 3, 2], "i64", 4)], {"renorm": 1}, [2, 3, 2],
+                       lambda z, ids: _picked(z, ids, True)),
+    "expert_add": ([([2, 3, 4], "f32"), ([2, 3, 4], "f32"), ([2, 3, 2], "i64", 3),
+                    ([2, 3, 2], "f32"), ([5, 4], "f32"), ([5, 4], "f32"), ([4, 5], "f32")], {},
+                   [2, 3, 4], _expert_add),
+    "rotate_ids": ([([2, 3, 2], "i64", 3)], {}, ([2, 3, 2], "i64", 3),
+                   lambda ids: torch.tensor([[[(int(j) + 2) % 3 for j in s] for s in r]
+                                             for r in ids])),
+    "no_load": ([([2, 3, 4], "f32")], {"e": 5}, [2, 5], lambda x: torch.zeros(2, 5)),
+    "router_load": ([([2, 4], "f32"), ([2, 3, 4], "f32"), ([2, 3, 2], "i64", 4)], {}, [2, 4],
+                    _router_load),
+    "balance_loss": ([([2, 4], "f32")], {"layers": 3}, [], lambda load: _balance(load, 3)),
+}
+# the ids of each op's index input: distinct at every position, as a router's
+MOE_INTS = {op: _IDS for op in ("router_weights", "expert_add", "rotate_ids", "router_load")}
+ORACLES.update(MOE_ORACLES)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphs import GraphBuilder, mlp
-from op_oracles import ORACLE_IMPLICIT, ORACLES
+from op_oracles import MOE_INTS, ORACLE_IMPLICIT, ORACLES
 from pytyr.errors import ExecError
 from pytyr.exec.lower import TyrModule, build_module
 from pytyr.exec.ops import OPS
@@ -170,6 +170,7 @@ IMPLICIT.update(ORACLE_IMPLICIT)
 # Integer inputs with a meaning beyond their range: cache positions must be distinct.
 INTS = {"cache_write": [3, 1], "cached_attention": [1, 4], "cached_window_attention": [3, 6],
         "rope_at": [11, 4], "padded_causal_attention": [[0, 0, 1, 1, 1], [1, 1, 1, 0, 1]]}
+INTS.update(MOE_INTS)  # a router's ids: distinct at every position
 
 
 def test_cases_cover_the_op_table():
@@ -178,10 +179,14 @@ def test_cases_cover_the_op_table():
 
 @pytest.mark.parametrize("op", sorted(CASES))
 def test_op_forward_and_backward(op, signatures):
-    specs, attrs, out_shape, reference = CASES[op]
+    specs, attrs, out_spec, reference = CASES[op]
+    # the output's shape, or (shape, "i64", bound) for an index tensor (an op of `primI`)
+    out_shape, out_dtype, *out_bound = out_spec if isinstance(out_spec, tuple) else (out_spec,
+                                                                                    "f32")
     g = GraphBuilder(op)
     names = [g.input(f"a{k}", *spec) for k, spec in enumerate(specs)]
-    g.output("out", g.node(op, names, out_shape, implicit=IMPLICIT.get(op), **attrs))
+    g.output("out", g.node(op, names, out_shape, out_dtype, implicit=IMPLICIT.get(op),
+                           bound=out_bound[0] if out_bound else None, **attrs))
     module = build_module(load_graph(g.build(), signatures)).eval()
 
     gen = torch.Generator().manual_seed(0)
@@ -195,8 +200,12 @@ def test_op_forward_and_backward(op, signatures):
             args.append((torch.randn(shape, generator=gen) * 0.7).requires_grad_())
     (out,) = module(*args)
     expected = reference(*args)
-    assert out.shape == torch.Size(out_shape) and out.dtype == torch.float32
+    assert out.shape == torch.Size(out_shape)
+    assert out.dtype == (torch.float32 if out_dtype == "f32" else torch.int64)
     torch.testing.assert_close(out, expected, **TOL)
+    if not out.requires_grad:  # ids, or a constant: no gradient to compare
+        assert not expected.requires_grad
+        return
 
     float_args = [a for a in args if a.is_floating_point()]
     cotangent = torch.randn(out_shape, generator=gen)

@@ -158,3 +158,28 @@ def test_vector_parameter_paths_are_the_module_state_dict_keys(tmp_path):
     g = instantiate_model(load(tmp_path / "V.lean"), "net", {"c": {"d": 4, "layers": 2}, "b": 2})
     keys = set(module_from_graph(g).state_dict())
     assert keys == {p.path for p in g.params}
+
+
+def test_an_op_with_an_index_result_makes_a_bounded_i64_node(tmp_path):
+    # `primI`: the router's ids are IT #[b, t, k] e, and the node carries the bound e
+    f = tmp_path / "R.lean"
+    f.write_text("import Tyr\nopen torch\n@[model] def route (z : T #[2, 3, 5]) : T #[2, 3, 2] "
+                 ":=\n  routerWeights z (rotateIds (routerTopK z 2 (by decide))) 1 (by decide)\n")
+    g = instantiate_model(load(f), "route", {})
+    assert [(n.op, n.dtype, n.bound) for n in g.nodes] == [
+        ("router_top_k", "i64", 5), ("rotate_ids", "i64", 5), ("router_weights", "f32", None)]
+    assert load_graph(g.to_json(), LeanSignatures()) == g
+
+
+@pytest.mark.parametrize("body,message", [
+    ("def bad {s : Shape} (x : T s) : T s := primI \"bad_i\" [x.node]",
+     "a `primI` op must return an index tensor `IT s n`"),
+    ("def bad {s : Shape} {n : Nat} (x : T s) : IT s n := prim \"bad_f\" [x.node]",
+     "a `prim` op must return a float tensor `T s`"),
+])
+def test_the_emitter_says_what_the_op_returns(tmp_path, body, message):
+    f = tmp_path / "E.lean"
+    f.write_text("import Tyr\nopen torch\n" + body + "\n")
+    with pytest.raises(LeanError) as e:
+        load(f)
+    assert message in str(e.value)

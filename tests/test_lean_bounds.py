@@ -19,6 +19,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # (op, accepted source, source whose only fault is a bound, fragments of the error)
 BOUND_CASES = [
+    ("paddedCausalAttention",
+     "def f (q : T #[2, 4, 8, 6]) (k v : T #[2, 2, 8, 6]) (m : IT #[2, 8] 2) : "
+     "T #[2, 4, 8, 6] := paddedCausalAttention q k v m (by decide)",
+     "def f (q : T #[2, 4, 8, 6]) (k v : T #[2, 2, 8, 6]) (m : IT #[2, 8] 3) : "
+     "T #[2, 4, 8, 6] := paddedCausalAttention q k v m (by decide)",
+     ["argument 'keep' of 'paddedCausalAttention'", "IT #[2, 8] 3", "IT #[2, 8] 2"]),
     ("embedding",
      "def f (i : IT #[8] 100) (e : T #[100, 16]) : T #[8, 16] := embedding i e",
      "def f (i : IT #[8] 99) (e : T #[100, 16]) : T #[8, 16] := embedding i e",
@@ -80,6 +86,23 @@ BOUND_CASES = [
      "def f {b t v d : Nat} (i : IT #[b, t] v) (z : T #[b, t, v]) : T #[] := crossEntropy2 z i",
      "def f {b t v d : Nat} (i : IT #[b, t] v) (z : T #[b, t, d]) : T #[] := crossEntropy2 z i",
      ["argument 'target' of 'crossEntropy2'", "IT #[b, t] v", "IT #[b, t] d"]),
+    # a router's ids index its experts (Tyr/MoE.lean)
+    ("routerWeights",
+     "def f (z : T #[2, 5, 4]) (i : IT #[2, 5, 2] 4) : T #[2, 5, 2] := "
+     "routerWeights z i 0 (by decide)",
+     "def f (z : T #[2, 5, 4]) (i : IT #[2, 5, 2] 5) : T #[2, 5, 2] := "
+     "routerWeights z i 0 (by decide)",
+     ["argument 'ids' of 'routerWeights'", "IT #[2, 5, 2] 5", "IT #[2, 5, 2] 4"]),
+    ("routerLoad",
+     "def f (l : T #[2, 4]) (z : T #[2, 5, 4]) (i : IT #[2, 5, 2] 4) : T #[2, 4] := "
+     "routerLoad l z i",
+     "def f (l : T #[2, 4]) (z : T #[2, 5, 4]) (i : IT #[2, 5, 2] 3) : T #[2, 4] := "
+     "routerLoad l z i",
+     ["argument 'ids' of 'routerLoad'", "IT #[2, 5, 2] 3", "IT #[2, 5, ?k] 4"]),
+    ("rotateIds",
+     "def f (i : IT #[2, 5, 2] 4) : IT #[2, 5, 2] 4 := rotateIds i",
+     "def f (i : IT #[2, 5, 2] 3) : IT #[2, 5, 2] 4 := rotateIds i",
+     ["argument 'ids' of 'rotateIds'", "IT #[2, 5, 2] 3", "IT #[2, 5, 2] 4"]),
 ]
 
 
@@ -103,9 +126,9 @@ def test_a_wrong_bound_is_a_type_error_at_its_argument(tmp_path, name, good, bad
 def test_rotary_positions_take_any_bound(tmp_path):
     # a rotation indexes no table: positions of any cache length are fine
     for n in (7, 64, 100000):
-        src = f"def f (x : T #[2, 4, 8, 16]) (p : IT #[8] {n}) : T #[2, 4, 8, 16] := " \
-              f"rotaryAt (k := 8) x p"
-        assert check_src(tmp_path, src) == []
+        for op in ("rotaryAt (k := 8) x p", "ropeAt (k := 8) x p 10000.0"):
+            src = f"def f (x : T #[2, 4, 8, 16]) (p : IT #[8] {n}) : T #[2, 4, 8, 16] := {op}"
+            assert check_src(tmp_path, src) == []
 
 
 def test_every_library_op_taking_an_index_tensor_has_a_bound_case():
@@ -113,7 +136,24 @@ def test_every_library_op_taking_an_index_tensor_has_a_bound_case():
 
     takes_ids = {info.name.removeprefix("torch.") for info in library().ops().values()
                  if any("torch.IT" in repr(p.type) for p in info.params)}
-    assert takes_ids == {c[0] for c in BOUND_CASES if " " not in c[0]} | {"rotaryAt"}
+    # rotaryAt's and ropeAt's positions and expertAdd's ids index no table (the experts'
+    # table is routeExperts's, below)
+    assert takes_ids == ({c[0] for c in BOUND_CASES if " " not in c[0]}
+                         | {"rotaryAt", "ropeAt", "expertAdd"})
+
+
+def test_an_experts_ids_take_any_bound_and_its_table_the_routers(tmp_path):
+    # expertAdd runs the expert of id 0 whatever the count; routeExperts ties the count to
+    # the table of experts it folds over
+    add = ("def f {{e : Nat}} (a x : T #[2, 5, 8]) (i : IT #[2, 5, 2] {n}) (w : T #[2, 5, 2]) "
+           "(g u : T #[3, 8]) (d : T #[8, 3]) : T #[2, 5, 8] := expertAdd a x i w g u d")
+    for n in ("e", "4", "100000"):
+        assert check_src(tmp_path, add.format(n=n)) == []
+    route = ("def f (es : Vector (SwiGLU 3 8) 4) (x : T #[2, 5, 8]) (i : IT #[2, 5, 2] {n}) "
+             "(w : T #[2, 5, 2]) : T #[2, 5, 8] := routeExperts es (fun e => e) x x i w")
+    assert check_src(tmp_path, route.format(n=4)) == []
+    d = one_error(tmp_path, route.format(n=5))
+    assert "argument 'ids' of 'routeExperts'" in d.message and "IT #[2, 5, ?k] 4" in d.message
 
 
 # Bugs written into the examples that their shapes alone accept: each is now a type error.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.lean.helpers import check_src, one_error
-from tests.lean.op_cases import DIT_CASES, LM_CASES, MIX_CASES, SHAPE_CASES
+from tests.lean.op_cases import DIT_CASES, LM_CASES, MIX_CASES, MOE_CASES, SHAPE_CASES
 
 # (name, accepted source, rejected source, fragments the error must contain)
 CASES = [
@@ -211,7 +211,8 @@ CASES = [
      "stackPush s x",
      ["argument 'x' of 'stackPush'", "T #[1, 2, 9, 16]", "T #[1, 2, 8, 16]"]),
 ]
-CASES += SHAPE_CASES + DIT_CASES + MIX_CASES + LM_CASES  # Tyr/{Shape,DiT,Mix,LM}.lean
+# Tyr/{Shape,DiT,Mix,LM,MoE}.lean
+CASES += SHAPE_CASES + DIT_CASES + MIX_CASES + LM_CASES + MOE_CASES
 
 
 @pytest.mark.parametrize("name,good,bad,frags", CASES, ids=[c[0] for c in CASES])

@@ -400,3 +400,30 @@ def test_hostile_mutations_raise_only_irerror(signatures, data):
     except IRError as e:
         assert e.problems
         assert not any("a bug in pytyr" in p for p in e.problems), e.problems
+
+
+def _routed(bound: int | None = 5, rotated_bound: int | None = 5) -> dict:
+    """logits [2, 3, 5] -> ids (an op of `primI`, IT #[2, 3, 2] 5) -> renumbered ids."""
+    g = GraphBuilder("router")
+    z = g.input("z", [2, 3, 5])
+    ids = g.node("router_top_k", [z], [2, 3, 2], "i64", bound=bound, k=2)
+    g.output("ids", g.node("rotate_ids", [ids], [2, 3, 2], "i64", bound=rotated_bound))
+    return g.build()
+
+
+def test_a_node_of_an_index_op_carries_its_bound(signatures):
+    g = load_graph(_routed(), signatures)
+    assert g.types()["%0"] == TensorType((2, 3, 2), "i64", 5) == g.nodes[1].type
+    assert json.loads(g.to_json())["nodes"][0]["bound"] == 5
+    assert load_graph(g.to_json(), signatures) == g
+    assert "bound" not in json.loads(load_graph(mlp(4), signatures).to_json())["nodes"][0]
+
+
+@pytest.mark.parametrize("bound,rotated,fragments", [
+    (6, 6, ["node %0 (router_top_k", "declared bound 6 but the signature gives 5"]),
+    (None, 5, ["node %0 (router_top_k", "declared bound None but the signature gives 5"]),
+    (5, 4, ["node %1 (rotate_ids", "declared bound 4 but the signature gives 5"]),
+    (-1, 5, ["node %0 (router_top_k", "bound is -1; expected an integer in 0..2**63"]),
+])
+def test_an_index_nodes_bound_is_the_signatures(signatures, bound, rotated, fragments):
+    one_problem(_routed(bound, rotated), signatures, *fragments)

@@ -23,6 +23,7 @@ from torch import fx
 from pytyr.exec.dit_ops import DIT_OPS
 from pytyr.exec.lm_ops import LM_OPS
 from pytyr.exec.mix_ops import MIX_OPS
+from pytyr.exec.moe_ops import MOE_OPS
 from pytyr.exec.shape_ops import SHAPE_OPS
 from pytyr.ir.graph import TensorType
 
@@ -329,12 +330,13 @@ OPS: dict[str, Lowering] = {
     "cross_entropy2": _cross_entropy2,
     # logits: [b, t, v], target: i64[b, t], weight: [b, t] -> [] (weighted, over b·t positions)
     "weighted_cross_entropy2": _weighted_cross_entropy2,
-    # Tyr/Shape.lean, Tyr/DiT.lean, Tyr/Mix.lean and Tyr/LM.lean (shape_ops.py, dit_ops.py,
-    # mix_ops.py, lm_ops.py)
+    # Tyr/Shape.lean, Tyr/DiT.lean, Tyr/Mix.lean, Tyr/LM.lean and Tyr/MoE.lean (shape_ops.py,
+    # dit_ops.py, mix_ops.py, lm_ops.py, moe_ops.py)
     **SHAPE_OPS,
     **DIT_OPS,
     **MIX_OPS,
     **LM_OPS,
+    **MOE_OPS,
     # grouped-query attention; KV-cache decoding (Tyr/Decode.lean)
     "gqa_attention": _gqa_attention,
     "rotary_at": _rotary_at,

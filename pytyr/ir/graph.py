@@ -76,10 +76,11 @@ class Node:
     # Implicit arguments of the op as solved when the model was elaborated (`h`, `d` of
     # `splitHeads`): the validator checks the node with them instead of inverting `h * d`.
     implicit: dict[str, AttrValue] = field(default_factory=dict)
+    bound: int | None = None  # an i64 result's values lie in [0, bound) (an op of `primI`)
 
     @property
     def type(self) -> TensorType:
-        return TensorType(tuple(self.shape), self.dtype)
+        return TensorType(tuple(self.shape), self.dtype, self.bound)
 
 
 @dataclass
@@ -125,7 +126,7 @@ class Graph:
             d = {f.name: _plain(getattr(obj, f.name)) for f in fields(obj)}
             if "shape" in d:
                 d["shape"] = list(d["shape"])
-            if d.get("bound", 0) is None:  # only integer inputs have the key
+            if d.get("bound", 0) is None:  # only integer values have the key
                 del d["bound"]
             return d
 

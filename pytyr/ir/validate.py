@@ -51,7 +51,7 @@ _TOP_REQUIRED = ("format", "version", "model", "inputs", "params", "nodes", "out
 _TOP_OPTIONAL = ("config", "source")
 _INPUT_KEYS = (("name", "shape"), ("dtype", "bound"))
 _PARAM_KEYS = (("path", "shape"), ("dtype", "init"))
-_NODE_KEYS = (("name", "op", "inputs", "attrs", "shape"), ("dtype", "loc", "implicit"))
+_NODE_KEYS = (("name", "op", "inputs", "attrs", "shape"), ("dtype", "loc", "implicit", "bound"))
 _OUTPUT_KEYS = (("name", "ref"), ())
 
 
@@ -63,11 +63,8 @@ class Signatures(Protocol):
 
     def infer(self, op: str, inputs: list[TensorType], attrs: dict,
               implicit: dict | None = None) -> TensorType:
-        """Output type of `op` applied to `inputs` with `attrs`.
-
-        Raises `TyrError` with a readable message when the inputs or attrs don't fit
-        (arity, shapes, dtypes, attribute names or types).
-        """
+        """Output type of `op` applied to `inputs` with `attrs`; a `TyrError` with a readable
+        message when they don't fit (arity, shapes, dtypes, attribute names or types)."""
         ...
 
 
@@ -86,10 +83,8 @@ class _Problems:
 
     def raise_if_any(self, source: str) -> None:
         if self.items:
-            items = list(self.items)
-            if self.dropped:
-                items.append(f"... and {self.dropped} more problems")
-            raise IRError(items, source)
+            more = [f"... and {self.dropped} more problems"] if self.dropped else []
+            raise IRError(list(self.items) + more, source)
 
 
 def _show(value: Any, limit: int = 60) -> str:
@@ -220,8 +215,7 @@ class _Checker:
         return tuple(value)
 
     def dtype(self, obj: dict, where: str) -> str | None:
-        value = obj.get("dtype", "f32")
-        if isinstance(value, str) and value in DTYPES:
+        if isinstance(value := obj.get("dtype", "f32"), str) and value in DTYPES:
             return value
         self.add(f"{where}: dtype is {_show(value)}; expected one of {', '.join(DTYPES)}")
         return None
@@ -358,12 +352,15 @@ class _Checker:
             self.add(f"{where}: node names have the form %k, got {_show(name)}")
             name = None
         op = self.string(obj["op"], where, "op")
-        loc = obj.get("loc")
-        if loc is not None and not isinstance(loc, str):
+        if (loc := obj.get("loc")) is not None and not isinstance(loc, str):
             self.add(f"{where}: loc must be a string or null, got {_json_type(loc)}")
         shape, dtype = self.shape(obj["shape"], where), self.dtype(obj, where)
         attrs = self.attrs(obj["attrs"], where)
         implicit = self.attrs(obj.get("implicit", {}), where, "implicit")
+        bound = obj.get("bound")  # an i64 result's (`primI`): compared with the signature's
+        if bound is not None and not (_is_int(bound) and 0 <= bound <= MAX_BOUND):
+            self.add(f"{where}: bound is {_show(bound)}; expected an integer in 0..2**63")
+            shape = None
 
         refs = obj["inputs"]
         args: list[TensorType] | None = []
@@ -392,10 +389,11 @@ class _Checker:
             op = None
         ok = None not in (shape, dtype)
         if ok and None not in (op, args, attrs, implicit):
-            self.check_type(where, op, args, attrs, TensorType(shape, dtype), implicit)
-        if name is not None:
-            self.define(name, where, TensorType(shape, dtype) if ok else None)
-        return Node(name, op, list(refs), attrs, shape, dtype, loc, implicit or {})
+            self.check_type(where, op, args, attrs, TensorType(shape, dtype, bound), implicit)
+        if name is not None:  # an i64 value without a bound has no type its users could check
+            typed = ok and (dtype != "i64" or bound is not None)
+            self.define(name, where, TensorType(shape, dtype, bound) if typed else None)
+        return Node(name, op, list(refs), attrs, shape, dtype, loc, implicit or {}, bound)
 
     def check_type(self, where: str, op: str, args: list[TensorType], attrs: dict[str, Any],
                    declared: TensorType, implicit: dict[str, Any] | None = None) -> None:
@@ -416,6 +414,8 @@ class _Checker:
                      f"{list(got.shape)}")
         if got.dtype != declared.dtype:
             self.add(f"{where}: declared dtype {declared.dtype} but the signature gives {got.dtype}")
+        elif got.bound != declared.bound:
+            self.add(f"{where}: declared bound {declared.bound} but the signature gives {got.bound}")
 
     def output(self, i: int, obj: Any, seen: set[str]) -> Output | None:
         name = obj.get("name") if isinstance(obj, dict) else None

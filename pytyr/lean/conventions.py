@@ -1,7 +1,8 @@
 """The two body shapes the checker reads as declarations of the graph IR (`docs/adding-an-op.md`):
 
 - a *typed op*: `def f … : T s := prim "name" [x.node, …] [.nat "k" k, …]`, whose signature
-  is the op's typing rule;
+  is the op's typing rule (`primI` in place of `prim` for an op whose result is an index
+  tensor `IT s n`);
 - an *initialiser*: `def f … : T s := param (.kind arg…)`, a parameter's init.
 """
 from __future__ import annotations
@@ -31,17 +32,24 @@ def _tensor_param(el: "TermElab", p: Param) -> bool:
     return isinstance(t, App) and t.head in TENSOR_FAMILIES
 
 
+# The emitters of a typed op's node, and the tensor family each one's result is.
+EMITTERS = {"torch.prim": ("prim", "torch.T", "a float tensor `T s`"),
+            "torch.primI": ("primI", "torch.IT", "an index tensor `IT s n`")}
+
+
 def op_convention(el: "TermElab", info: DefInfo, body: S.Expr) -> OpInfo | None:
-    if not _calls(el, body, "torch.prim"):
+    emitter = next((e for e in EMITTERS if _calls(el, body, e)), None)
+    if emitter is None:
         return None
+    word, family, what = EMITTERS[emitter]
     assert isinstance(body, S.App)
     pos, args = body.pos, body.args
     if not (2 <= len(args) <= 3) or any(a.name for a in args) \
             or not isinstance(args[0].expr, S.StrLit) or not isinstance(args[1].expr, S.ListLit):
-        raise Fail(pos, "a typed op's body must be `prim \"name\" [x.node, ...] [attrs]`")
+        raise Fail(pos, f"a typed op's body must be `{word} \"name\" [x.node, ...] [attrs]`")
     res = el.whnf(info.result)
-    if not (isinstance(res, App) and res.head == "torch.T"):
-        raise Fail(pos, "a `prim` op must return a float tensor `T s`")
+    if not (isinstance(res, App) and res.head == family):
+        raise Fail(pos, f"a `{word}` op must return {what}")
     tensors = [p.name for p in info.params if p.kind == "explicit" and _tensor_param(el, p)]
     given = []
     for item in args[1].expr.items:

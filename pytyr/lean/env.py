@@ -127,8 +127,9 @@ def builtin_defs() -> dict[str, DefInfo]:
 
 _FLOAT_FNS = {"Nat.toFloat": lambda x: x, "Float.sqrt": float_sqrt, "Float.exp": float_exp,
               "Float.log": float_log}
-# `numel`, `prim` and `param` live in Tyr/Core.lean; the checker implements them natively.
-NATIVE_DEFS = {"torch.numel", "torch.prim", "torch.param"}
+# `numel`, `prim`, `primI` and `param` live in Tyr/Core.lean; the checker implements them
+# natively.
+NATIVE_DEFS = {"torch.numel", "torch.prim", "torch.primI", "torch.param"}
 # Lean-only modules (metaprograms); the checker provides what they provide.
 NATIVE_MODULE_PREFIX = "Tyr.Meta"
 NATIVE_DERIVING = {"Repr", "BEq", "Inhabited", "Hashable", "DecidableEq", "TensorStruct"}

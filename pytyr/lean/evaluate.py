@@ -166,7 +166,7 @@ class Evaluator:
                     for p in info.params if p.kind == "implicit"}
         name = f"%{len(self.nodes)}"
         self.nodes.append(Node(name, info.op.prim, refs, attrs, tt.shape, tt.dtype,
-                               f"{pos.file}:{pos.line}:{pos.col}", implicit))
+                               f"{pos.file}:{pos.line}:{pos.col}", implicit, tt.bound))
         return TensorV(name)
 
     def checkpoint_value(self, info: DefInfo, pos: Pos) -> Term:

@@ -271,3 +271,43 @@ LM_CASES = [
      "T #[2, 4, 5, 8] := paddedCausalAttention q k v m (by decide)",
      ["argument 'keep' of 'paddedCausalAttention'", "IT #[2, 5] 64", "IT #[2, 5] 2"]),
 ]
+
+# Tyr/MoE.lean: the router, the experts, the load-balancing loss. The ids are typed by the
+# experts they index: a router over the wrong axis, ids of another count, a transposed expert.
+MOE_CASES = [
+    # the logits' axes swapped: ids below the length, not below the experts
+    ("routerTopK",
+     "def f (b t e : Nat) (z : T #[b, t, e]) (h : 2 ≤ e) : IT #[b, t, 2] e := routerTopK z 2 h",
+     "def f (b t e : Nat) (z : T #[b, e, t]) (h : 2 ≤ t) : IT #[b, t, 2] e := routerTopK z 2 h",
+     ["routerTopK", "IT #[b, e, 2] t", "IT #[b, t, 2] e"]),
+    ("routerWeights",
+     "def f (z : T #[2, 5, 4]) (i : IT #[2, 5, 2] 4) : T #[2, 5, 2] := "
+     "routerWeights z i 1 (by decide)",
+     "def f (z : T #[2, 5, 4]) (i : IT #[2, 5, 2] 6) : T #[2, 5, 2] := "
+     "routerWeights z i 1 (by decide)",
+     ["argument 'ids' of 'routerWeights'", "IT #[2, 5, 2] 6", "IT #[2, 5, 2] 4"]),
+    ("expertAdd",
+     "def f (a x : T #[2, 5, 8]) (i : IT #[2, 5, 2] 4) (w : T #[2, 5, 2]) (g u : T #[3, 8]) "
+     "(d : T #[8, 3]) : T #[2, 5, 8] := expertAdd a x i w g u d",
+     "def f (a x : T #[2, 5, 8]) (i : IT #[2, 5, 2] 4) (w : T #[2, 5, 2]) (g u : T #[3, 8]) "
+     "(d : T #[3, 8]) : T #[2, 5, 8] := expertAdd a x i w g u d",
+     ["argument 'down' of 'expertAdd'", "T #[3, 8]", "T #[8, 3]"]),
+    ("rotateIds",
+     "def f (i : IT #[2, 5, 2] 4) : IT #[2, 5, 2] 4 := rotateIds i",
+     "def f (i : IT #[2, 5, 2] 4) : IT #[2, 5, 2] 5 := rotateIds i",
+     ["argument 'ids' of 'rotateIds'", "IT #[2, 5, 2] 4", "IT #[2, 5, 2] 5"]),
+    ("noLoad",
+     "def f (x : T #[2, 5, 8]) : T #[2, 4] := noLoad x 4",
+     "def f (x : T #[2, 5, 8]) : T #[4, 2] := noLoad x 4",
+     ["noLoad", "T #[2, 4]", "T #[4, 2]"]),
+    ("routerLoad",
+     "def f (l : T #[2, 4]) (z : T #[2, 5, 4]) (i : IT #[2, 5, 2] 4) : T #[2, 4] := "
+     "routerLoad l z i",
+     "def f (l : T #[2, 4]) (z : T #[2, 5, 4]) (i : IT #[2, 5, 2] 6) : T #[2, 4] := "
+     "routerLoad l z i",
+     ["argument 'ids' of 'routerLoad'", "IT #[2, 5, 2] 6", "IT #[2, 5, ?k] 4"]),
+    ("balanceLoss",
+     "def f (l : T #[2, 4]) : T #[] := balanceLoss l 3 (by decide)",
+     "def f (l : T #[2, 4]) : T #[] := balanceLoss l 0 (by decide)",
+     ["`by decide` failed", "0 < 0"]),
+]
