@@ -19,15 +19,18 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = {d.name: (next(d.glob("*.lean")), json.loads((d / "config.json").read_text()))
             for d in sorted((ROOT / "examples").iterdir()) if (d / "config.json").is_file()}
 MODEL = {"gpt": "gpt", "mlp": "mlp", "diffusion": "diffusion", "flux": "flux",
-         "nanochat": "nanochat", "bert": "bert", "llama": "llama"}
-# What a model's graph needs beyond its config (BERT's and Llama's batch and length are the
-# models' own binders, which `tyr graph` takes from --set).
+         "nanochat": "nanochat", "bert": "bert", "llama": "llama", "gpt2": "gpt2",
+         "moe": "qwen3MoeTrain"}
+# What a model's graph needs beyond its config (BERT's, Llama's and GPT-2's batch and length
+# are the models' own binders, which `tyr graph` takes from --set).
 DIMS = {"bert": ["--set", "model.b=1", "--set", "model.t=8"],
-        "llama": ["--set", "model.b=1", "--set", "model.t=8"]}
+        "llama": ["--set", "model.b=1", "--set", "model.t=8"],
+        "gpt2": ["--set", "model.b=1", "--set", "model.t=8"],
+        "moe": ["--set", "model.b=1", "--set", "model.t=8"]}
 # Float fields any finite value of which computes: a scale (a negative q,k scaling flips the
 # attention's logits, as the user asked); every other float's range is checked
 # (`pytyr.ir.ranges`).
-ANY_FLOAT = {"model.c.qk_scale"}
+ANY_FLOAT = {"model.c.qk_scale", "model.c.aux_coef"}  # and the weight of a MoE's aux loss
 BAD_INT = ["9" * 5000, "-1", "1e999", "-1e999", "NaN", "true", "[1]"]
 BAD_FLOAT = ["9" * 5000, "1e999", "-1e999", "NaN", "-1", "true", "[1]"]
 

@@ -206,3 +206,24 @@ def test_the_export_runs_again_from_its_directory_with_its_config(run, tmp_path,
     assert "read 28 keys by GPT-2's names" in text
     torch.testing.assert_close(load_file(tmp_path / "b.safetensors")["out"],
                                load_file(tmp_path / "a.safetensors")["out"], atol=1e-6, rtol=0)
+
+
+def test_the_export_runs_without_a_lean_file_in_gpt2_lean(run, tmp_path, capsys):
+    # export → `tyr run --weights DIR` alone: the family's own model (exact GELU: gpt2Exact),
+    # GPT-2's keys as its names, the run's logits again
+    from pytyr.safetensors import load_file
+
+    out = tmp_path / "gpt2"
+    assert main(["export", "--format", "hf-gpt2", str(run), str(out)]) == 0
+    idx = torch.tensor([[5, 9, 1, 40, 2, 2, 7, 0, 74, 3, 11]])
+    write_file({"idx": idx}, tmp_path / "idx.safetensors")
+    write_file({"input_ids": idx}, tmp_path / "ids.safetensors")
+    assert main(["run", GPT, "--model", "gptLogits", "--run", str(run), "--inputs",
+                 str(tmp_path / "idx.safetensors"), "-o", str(tmp_path / "a.safetensors")]) == 0
+    assert main(["run", "--weights", str(out), "--inputs", str(tmp_path / "ids.safetensors"),
+                 "-o", str(tmp_path / "b.safetensors")]) == 0
+    text = capsys.readouterr().out
+    assert "examples/gpt2/GPT2.lean, model gpt2Exact" in text and "c.inner=64" in text, text
+    assert "by GPT-2's names" not in text
+    torch.testing.assert_close(load_file(tmp_path / "b.safetensors")["out"],
+                               load_file(tmp_path / "a.safetensors")["out"], atol=1e-5, rtol=0)

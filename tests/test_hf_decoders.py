@@ -6,7 +6,6 @@ transformers' own. Both layouts of the rotary settings are read (transformers 5'
 compute, a config that contradicts the weights and a missing shard are one line each."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ import transformers as tf
 from safetensors.torch import load_file, save_file
 from transformers.utils import logging as hf_logging
 
+from hf_checkpoints import edit_config, input_ids, reference, tyr_run, variant_checkpoint  # noqa: E402
 from pytyr.cli import main
 
 hf_logging.disable_progress_bar()
@@ -41,46 +41,14 @@ VARIANTS = {
 }
 
 
-def drawn(model: torch.nn.Module, seed: int) -> torch.nn.Module:
-    """Every parameter random, norm gains and biases too, so no path is trivially 1 or 0."""
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            base = 1.0 if name.endswith("norm.weight") else 0.0
-            p.copy_(base + torch.randn(p.shape, generator=gen) * 0.2)
-    return model.eval()
 
 
-def checkpoint(path: Path, variant: str, *, shard: str | None = None) -> torch.nn.Module:
-    config_cls, model_cls, over, _ = VARIANTS[variant]
-    model = drawn(model_cls(config_cls(**SIZES, **over)), seed=len(variant))
-    model.save_pretrained(path, **({"max_shard_size": shard} if shard else {}))
-    return model
+def checkpoint(path: Path, variant: str, **kw) -> torch.nn.Module:
+    return variant_checkpoint(path, VARIANTS, SIZES, variant, **kw)
 
 
 def ids(path: Path, b: int = 2, t: int = 9) -> torch.Tensor:
-    x = torch.randint(0, SIZES["vocab_size"], (b, t), generator=torch.Generator().manual_seed(3))
-    save_file({"input_ids": x}, path)
-    return x
-
-
-def tyr_run(tmp_path: Path, weights: Path, *extra: str) -> tuple[int, Path]:
-    out = tmp_path / "logits.safetensors"
-    rc = main(["run", "--weights", str(weights), "--inputs", str(tmp_path / "ids.safetensors"),
-               "-o", str(out), *extra])
-    return rc, out
-
-
-def reference(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-    with torch.no_grad():
-        return model(input_ids=x).logits
-
-
-def edit_config(path: Path, **changes) -> None:
-    f = path / "config.json"
-    raw = json.loads(f.read_text())
-    raw.update(changes)
-    f.write_text(json.dumps({k: v for k, v in raw.items() if v is not ...}))
+    return input_ids(path, SIZES["vocab_size"], b, t)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

@@ -181,11 +181,13 @@ def test_a_key_neither_a_parameter_nor_known_is_refused_with_every_problem(tmp_p
 @pytest.mark.parametrize("text,message", [
     ('{"model_type": "bert", "hidden_size": 32,', "not valid JSON"),
     ('{"model_type": "roberta"}', "model_type 'roberta' is not a family `tyr run` reads "
-                                  "(it reads: bert, gpt2, llama, mistral, qwen2, qwen3)"),
+                                  "(it reads: bert, gpt2, llama, mistral, qwen2, qwen3, "
+                                  "mixtral, qwen3_moe)"),
     ('{"architectures": ["RobertaModel"]}', "no 'model_type', and 'architectures' "
                                             "(['RobertaModel']) names no family"),
-    # known by its architectures alone: GPT-2's default activation is then refused
-    ('{"architectures": ["GPT2LMHeadModel"]}', "'activation_function' is 'gelu_new'"),
+    # known by its architectures alone: an activation no GPT-2 model computes is refused
+    ('{"architectures": ["GPT2LMHeadModel"], "activation_function": "relu"}',
+     "'activation_function' is 'relu'"),
     ('{"model_type": "bert", "hidden_size": 30, "num_attention_heads": 4}',
      "'hidden_size' (30) is not a multiple of 'num_attention_heads' (4)"),
     ('{"model_type": "bert", "num_hidden_layers": 2.5}',
@@ -361,11 +363,20 @@ def test_a_bare_gpt2_model_needs_no_prefix(tmp_path, capsys):
     assert "without it" not in capsys.readouterr().out
 
 
+# GPT.lean computes less than the family's own GPT2.lean (exact GELU, a 4× MLP, epsilon 1e-5):
+# named with a checkpoint that needs more, it is refused in one line naming the key and the
+# file that does compute it.
+_GPT_LEAN = "the model here (a config without c.inner, c.eps: examples/gpt/GPT.lean's) needs"
+
+
 @pytest.mark.parametrize("over,message", [
-    ({"activation_function": "gelu_new"}, "'activation_function' is 'gelu_new'; the gpt2 "
-                                          "model here needs 'gelu' or 'gelu_python'"),
-    ({"n_inner": 50}, "'n_inner' is 50; the gpt2 model here needs None or 96"),
-    ({"layer_norm_epsilon": 1e-6}, "'layer_norm_epsilon' is 1e-06"),
+    ({"activation_function": "gelu_new"},
+     f"'activation_function' is 'gelu_new'; {_GPT_LEAN} 'gelu' or 'gelu_python' (GPT.lean's "
+     f"GELU is exact; examples/gpt2/GPT2.lean computes gelu_new"),
+    ({"activation_function": "gelu_pytorch_tanh"}, "'activation_function' is "
+                                                   "'gelu_pytorch_tanh'; " + _GPT_LEAN),
+    ({"n_inner": 50}, f"'n_inner' is 50; {_GPT_LEAN} None or 96"),
+    ({"layer_norm_epsilon": 1e-6}, f"'layer_norm_epsilon' is 1e-06; {_GPT_LEAN} 1e-05"),
     ({"scale_attn_by_inverse_layer_idx": True}, "no layer scales its scores by 1/layer"),
 ])
 def test_a_gpt2_config_the_example_does_not_compute_is_refused(tmp_path, capsys, over,
@@ -384,4 +395,4 @@ def test_a_gpt2_checkpoint_in_the_bert_example_is_named(tmp_path, capsys):
     captured = capsys.readouterr()
     assert rc == 1
     assert "(gpt2): c.vocab=45" in captured.out
-    assert "unknown keys c.block, c.dropout for BertConfig" in captured.err
+    assert "unknown keys c.block, c.dropout, c.inner for BertConfig" in captured.err

@@ -57,7 +57,7 @@ def family_config(fam: Family, tied: bool, values: dict[str, Any], where: str,
         value = flat[f.ours]
         if f.per is not None:
             value *= flat[next(g.ours for g in fam.fields if g.hf == f.per)]
-        _put(config, f.hf, value)
+        _put(config, f.hf, bool(value) if f.kind is bool else value)
     if flat.get("c.rope_factor", 1.0) != 1.0:
         config["rope_parameters"].update({"rope_type": "llama3",
                                           **{k: flat[o] for o, k in _SCALING.items()}})

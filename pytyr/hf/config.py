@@ -17,7 +17,7 @@ from pytyr.config import flatten, merge, read_json, show
 from pytyr.errors import ConfigError
 from pytyr.paths import input_file, repository_file
 
-from .families import FAMILIES, Family, Field, family_named, family_of_architectures
+from .families import FAMILIES, Family, Field, Fixed, family_named, family_of_architectures
 
 CONFIG_NAME = "config.json"
 
@@ -31,6 +31,7 @@ class HFConfig:
     defaulted: list[str] = field(default_factory=list)  # HF keys absent: HF's default used
     not_read: list[str] = field(default_factory=list)  # keys in no table of the family
     model: str | None = None  # the family's Lean model for this config, where it has one
+    raw: dict[str, Any] = field(default_factory=dict)  # the config as the tables read it
 
     def describe(self, explicit: dict[str, Any]) -> list[str]:
         """Lines for the output: what was read, and which values `explicit` (the command
@@ -93,21 +94,25 @@ def read_hf_config(path: Path, explicit: bool = True) -> HFConfig | None:
         except ValueError as err:
             raise ConfigError(f"{path}: {err}") from None
     values: dict[str, Any] = {}
-    out = HFConfig(path, fam, values, model=fam.model_for(raw))
+    out = HFConfig(path, fam, values, model=fam.model_for(raw), raw=raw)
     for f in fam.fields:
         value = _field_value(raw, f, fam, path, out)
         _put(values, f.ours, value)
         out.sources[f.ours] = f"{f.hf} / {f.per}" if f.per else f.hf
-    for x in fam.fixed:
+    _check_fixed(fam.fixed, raw, path, f"the {fam.name} model here")
+    known = fam.known_keys()
+    out.not_read = sorted(k for k in raw if k not in known)
+    return out
+
+
+def _check_fixed(fixed: tuple[Fixed, ...], raw: dict[str, Any], path: Path, who: str) -> None:
+    for x in fixed:
         got = _lookup(raw, x.hf)
         got = x.default if got is None else got  # null: the default, as if absent
         if not any(_same(got, a) for a in x.allowed_in(raw)):
             allowed = " or ".join(show(a) for a in x.allowed_in(raw))
-            raise ConfigError(f"{path}: '{x.hf}' is {show(got)}; the {fam.name} model here "
-                              f"needs {allowed} ({x.why})")
-    known = fam.known_keys()
-    out.not_read = sorted(k for k in raw if k not in known)
-    return out
+            raise ConfigError(f"{path}: '{x.hf}' is {show(got)}; {who} needs {allowed} "
+                              f"({x.why})")
 
 
 def _field_value(raw: dict[str, Any], f: Field, fam: Family, path: Path, out: HFConfig) -> Any:
@@ -158,9 +163,30 @@ def family_model(hf: HFConfig | None) -> tuple[Path, str]:
 def model_values(base: dict[str, Any], hf: HFConfig | None, explicit: dict[str, Any]
                  ) -> dict[str, Any]:
     """The run's model values: `base` (the example's config), then the HF config's, then the
-    command line's (`--config`, `--set`)."""
-    values = merge(base, hf.values) if hf is not None else base
-    return merge(values, explicit)
+    command line's (`--config`, `--set`). A model that computes less than the family's own
+    (`Family.narrower`: GPT.lean of GPT-2's), known by its config, gets the HF values without
+    the fields it lacks, once the checkpoint is checked to need none of them."""
+    if hf is None:
+        return merge(base, explicit)
+    values = hf.values
+    narrower = hf.family.narrower
+    if narrower is not None and _is_narrower(merge(base, explicit), hf, narrower.lacks):
+        _check_fixed(narrower.fixed, hf.raw, hf.path,
+                     f"the model here (a config without {', '.join(narrower.lacks)}: "
+                     f"{narrower.example}'s)")
+        flat = {k: v for k, v in flatten(values).items() if k not in narrower.lacks}
+        values = {}
+        for k, v in flat.items():
+            _put(values, k, v)
+    return merge(merge(base, values), explicit)
+
+
+def _is_narrower(model: dict[str, Any], hf: HFConfig, lacks: tuple[str, ...]) -> bool:
+    """Is the run's model config (beside FILE.lean, --config, a run's values) the narrower
+    model's: every field of the family's but `lacks`, and none of those?"""
+    given = set(flatten(model))
+    ours = set(flatten(hf.values))
+    return not (given & set(lacks)) and ours - set(lacks) <= given
 
 
 def _family(raw: dict[str, Any], path: Path) -> Family:
@@ -190,7 +216,11 @@ def _number(raw: dict[str, Any], key: str, default: Any, kind: type, path: Path,
             raise ConfigError(f"{path}: '{key}' is needed and not given")
         if out is not None:
             out.defaulted.append(f"{key}={default}")
-        return default
+        return int(default) if kind is bool else default
+    if kind is bool:  # a flag (Qwen3-MoE's norm_topk_prob), the model's 0 or 1
+        if not isinstance(v, bool):
+            raise ConfigError(f"{path}: '{key}' must be true or false, got {show(v)}")
+        return int(v)
     if kind is int:
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             raise ConfigError(f"{path}: '{key}' must be a positive integer, got {show(v)}")

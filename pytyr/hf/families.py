@@ -5,114 +5,16 @@ with HF's default where the key is absent), which keys must have one value becau
 would change the computation (`fixed`), which keys do not touch the forward pass (`inert`),
 and which checkpoint keys are not parameters of the Lean model (`unused`: buffers, heads),
 with the prefix its task-headed checkpoints put before the base model's keys (`prefixes`).
-Any config key in none of these tables is named in the output as not read.
+Any config key in none of these tables is named in the output as not read. The records
+(`Field`, `Fixed`, `Unused`, `Family`) are `table`'s; the rows are here.
 """
 from __future__ import annotations
 
-import textwrap
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import gpt2
 from .rope import rope_parameters
-
-
-@dataclass(frozen=True)
-class Field:
-    """`hf` (a key of config.json; `a.b` is key `b` of the table `a`) fills `ours` (a dotted
-    path into the model's values); with `per`, the value is `hf / per` (an exact division), as
-    HF's width is split in heads. Absent or null, it is `default`, or the value of the key
-    `default_from` (`num_key_value_heads` of `num_attention_heads`), or `default(raw)`; with
-    `at_most`, a value over that key's is read as that key's (a window as long as the context
-    is no window)."""
-
-    hf: str
-    ours: str
-    default: Any
-    kind: type  # int or float
-    per: str | None = None
-    default_from: str | None = None
-    at_most: str | None = None
-    default_shown: str = ""  # how a computed default reads in --help
-    quiet: bool = False  # absent is the usual case (a scaling's keys without a scaling): no note
-
-    def shown(self) -> str:
-        src = f"{self.hf} / {self.per}" if self.per else self.hf
-        return f"{src} → {self.ours}" + (f" (absent: {self.default_shown})"
-                                         if self.default_shown else "")
-
-
-@dataclass(frozen=True)
-class Fixed:
-    """A key whose value must be one of `allowed` (HF's default when absent is `default`)."""
-
-    hf: str
-    allowed: tuple[Any, ...]
-    default: Any
-    why: str
-    also: Callable[[dict[str, Any]], Any] | None = None  # one more allowed, from the config
-    also_shown: str = ""  # how `also` reads in --help
-
-    def allowed_in(self, raw: dict[str, Any]) -> tuple[Any, ...]:
-        return self.allowed + ((self.also(raw),) if self.also is not None else ())
-
-
-@dataclass(frozen=True)
-class Unused:
-    """Checkpoint keys (a glob) that are no parameter of the Lean model, and what they are."""
-
-    pattern: str
-    what: str
-
-
-# Keys of every HF config that do not change a forward pass in float32 (PretrainedConfig's
-# bookkeeping, generation and training settings, labels, tokenizer and dtype hints).
-COMMON_INERT = (
-    "architectures", "model_type", "transformers_version", "_name_or_path", "torch_dtype",
-    "dtype", "initializer_range", "pad_token_id", "bos_token_id", "eos_token_id",
-    "sep_token_id", "decoder_start_token_id", "use_cache", "gradient_checkpointing",
-    "classifier_dropout", "id2label", "label2id", "num_labels", "problem_type",
-    "finetuning_task", "tokenizer_class", "prefix", "task_specific_params",
-    "output_attentions", "output_hidden_states", "return_dict", "torchscript",
-    "chunk_size_feed_forward", "tie_word_embeddings", "use_return_dict", "_attn_implementation",
-    "attn_implementation",
-)
-
-
-@dataclass(frozen=True)
-class Family:
-    name: str
-    model_types: tuple[str, ...]
-    architecture_prefix: str  # `architectures` entries of the family start with it
-    example: str  # the Lean model it fills
-    fields: tuple[Field, ...]
-    fixed: tuple[Fixed, ...]
-    inert: tuple[str, ...]
-    unused: tuple[Unused, ...]
-    prefixes: tuple[str, ...] = ()
-    # a checkpoint key -> (the model's name, transposed), or None: for layouts that differ
-    rename: Callable[[str], tuple[str, bool] | None] | None = None
-    rename_note: str = ""
-    # what `tyr run --weights DIR` runs without a Lean file: the file (from the repository's
-    # root) and its model for an untied and for a tied head (`tie_word_embeddings`)
-    lean: str | None = None
-    models: tuple[str, str] | None = None
-    tied_default: bool = False
-    # the config as the tables read it: both layouts of a key that moved between versions
-    normalised: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-
-    def known_keys(self) -> set[str]:
-        return ({f.hf.split(".")[0] for f in self.fields}
-                | {f.hf.split(".")[0] for f in self.fixed} | set(self.inert)
-                | set(COMMON_INERT))
-
-    def model_for(self, raw: dict[str, Any]) -> str | None:
-        """The Lean model for a config: by whether its head is tied to the embedding."""
-        if self.models is None:
-            return None
-        tied = raw.get("tie_word_embeddings")
-        return self.models[1 if (self.tied_default if tied is None else tied) else 0]
-
+from .table import Family, Field, Fixed, Narrower, Unused
 
 BERT = Family(
     name="bert",
@@ -156,7 +58,7 @@ GPT2 = Family(
     name="gpt2",
     model_types=("gpt2",),
     architecture_prefix="GPT2",
-    example="examples/gpt/GPT.lean (gptLogits)",
+    example="examples/gpt2/GPT2.lean (gpt2, gpt2Exact; also examples/gpt/GPT.lean, gptLogits)",
     fields=(
         Field("vocab_size", "c.vocab", 50257, int),
         Field("n_positions", "c.block", 1024, int),
@@ -164,14 +66,13 @@ GPT2 = Family(
         Field("n_head", "c.n_head", 12, int),
         Field("n_embd", "c.head_dim", 768, int, per="n_head"),
         Field("resid_pdrop", "c.dropout", 0.1, float),
+        Field("n_inner", "c.inner", gpt2.width, int, default_shown="4 * n_embd"),
+        Field("layer_norm_epsilon", "c.eps", 1e-5, float),
     ),
     fixed=(
-        Fixed("activation_function", ("gelu", "gelu_python"), "gelu_new",
-              "the MLP's activation is exact (erf) GELU; GPT-2's own is gelu_new, the tanh "
-              "approximation"),
-        Fixed("layer_norm_epsilon", (1e-5,), 1e-5, "the LayerNorms' epsilon is 1e-5"),
-        Fixed("n_inner", (None,), None, "the MLP is 4 times the width",
-              also=lambda raw: 4 * raw.get("n_embd", 768), also_shown="4*n_embd"),
+        Fixed("activation_function", ("gelu_new", "gelu_pytorch_tanh") + gpt2.EXACT,
+              "gelu_new", "the MLP's activation is GELU's tanh approximation (model gpt2) or "
+              "exact GELU (gpt2Exact)"),
         Fixed("scale_attn_weights", (True,), True, "attention scores are scaled by 1/√d"),
         Fixed("scale_attn_by_inverse_layer_idx", (False,), False,
               "no layer scales its scores by 1/layer"),
@@ -188,6 +89,21 @@ GPT2 = Family(
         Unused("lm_head.weight", "the head, tied to wte"),
     ),
     prefixes=("transformer.",),
+    lean="examples/gpt2/GPT2.lean", pick=gpt2.model_for,
+    pick_note="by activation_function: gelu_new, gelu_pytorch_tanh → gpt2; gelu, "
+              "gelu_python → gpt2Exact",
+    # the GPT example reads the same checkpoints into its own layout, where it computes them
+    narrower=Narrower(
+        example="examples/gpt/GPT.lean",
+        lacks=("c.inner", "c.eps"),
+        fixed=(
+            Fixed("activation_function", gpt2.EXACT, "gelu_new",
+                  "GPT.lean's GELU is exact; examples/gpt2/GPT2.lean computes gelu_new: run "
+                  "without a Lean file"),
+            Fixed("n_inner", (None,), None, "GPT.lean's MLP is 4 times the width",
+                  also=gpt2.width, also_shown="4*n_embd"),
+            Fixed("layer_norm_epsilon", (1e-5,), 1e-5, "GPT.lean's LayerNorms' epsilon is 1e-5"),
+        )),
     rename=gpt2.ours,
     rename_note="GPT-2's names (h.N.attn.c_attn.weight → blocks.N.attn.c_attn), its Conv1D "
                 "weights transposed",
@@ -312,7 +228,83 @@ QWEN3 = Family(
     normalised=rope_parameters,
 )
 
-FAMILIES = (BERT, GPT2, LLAMA, MISTRAL, QWEN2, QWEN3)
+_MOE_LEAN = "examples/moe/MoE.lean"
+
+
+def _experts_as(key: str, other: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The config with its number of experts under `key`: transformers 5 writes
+    `num_local_experts` for both families (`attribute_map`), the Hub's Qwen3-MoE
+    `num_experts`; both, disagreeing, is refused. Then the rotary settings in one layout."""
+
+    def normalised(raw: dict[str, Any]) -> dict[str, Any]:
+        out = rope_parameters(raw)
+        theirs = out.pop(other, None)
+        if theirs is not None and out.get(key) not in (None, theirs):
+            raise ValueError(f"'{key}' ({out[key]!r}) and '{other}' ({theirs!r}) disagree on "
+                             f"the number of experts")
+        if theirs is not None:
+            out[key] = theirs
+        return out
+
+    return normalised
+
+
+def _moe_fields(*, expert_width: str, intermediate: int, experts_key: str, experts: int,
+                top_k: int, **decoder: Any) -> tuple[Field, ...]:
+    """A MoE decoder's fields (examples/moe/MoE.lean): Llama's, an expert's width
+    (`expert_width`) as c.intermediate, and the router's."""
+    return tuple(f for f in _decoder_fields(intermediate=intermediate, **decoder)
+                 if f.hf != "intermediate_size") + (
+        Field(expert_width, "c.intermediate", intermediate, int),
+        Field(experts_key, "c.n_experts", experts, int),
+        Field("num_experts_per_tok", "c.top_k", top_k, int),
+        Field("router_aux_loss_coef", "c.aux_coef", 0.001, float),
+    )
+
+
+# what the forward pass does not read: whether transformers returns the router logits, and
+# computes the aux loss (the …Aux and …Train models always do)
+_MOE_INERT = ("output_router_logits",)
+
+MIXTRAL = Family(
+    name="mixtral",
+    model_types=("mixtral",),
+    architecture_prefix="Mixtral",
+    example=f"{_MOE_LEAN} (mixtral, mixtralTied)",
+    fields=_moe_fields(expert_width="intermediate_size", intermediate=14336,
+                       experts_key="num_local_experts", experts=8, top_k=2, vocab=32000,
+                       max_position=4096 * 32, kv_heads=8, eps=1e-5, theta=1e6) + (
+        Field("sliding_window", "c.window", None, int, default_from="max_position_embeddings",
+              at_most="max_position_embeddings"),),
+    fixed=_DECODER_FIXED + (
+        Fixed("router_jitter_noise", (0.0, 0), 0.0,
+              "the router's input is not jittered (transformers' noise while training)"),),
+    inert=_MOE_INERT,
+    unused=_DECODER_UNUSED,
+    lean=_MOE_LEAN, models=("mixtral", "mixtralTied"),
+    normalised=_experts_as("num_local_experts", "num_experts"),
+)
+
+QWEN3_MOE = Family(
+    name="qwen3_moe",
+    model_types=("qwen3_moe",),
+    architecture_prefix="Qwen3Moe",
+    example=f"{_MOE_LEAN} (qwen3Moe, qwen3MoeTied)",
+    fields=_moe_fields(expert_width="moe_intermediate_size", intermediate=768,
+                       experts_key="num_experts", experts=128, top_k=8, vocab=151936,
+                       max_position=32768, kv_heads=4, eps=1e-6, theta=10000.0) + (
+        Field("norm_topk_prob", "c.norm_topk", False, bool),),
+    fixed=_DECODER_FIXED + _NO_BIAS + _NO_WINDOW + (
+        Fixed("decoder_sparse_step", (1,), 1, "every layer is sparse (a MoE block)"),
+        Fixed("mlp_only_layers", ([],), [], "no layer has a dense MLP"),),
+    # the dense MLP's width, of the layers that would have one (none: see mlp_only_layers)
+    inert=_MOE_INERT + ("intermediate_size", "sliding_window", "max_window_layers"),
+    unused=_DECODER_UNUSED,
+    lean=_MOE_LEAN, models=("qwen3Moe", "qwen3MoeTied"),
+    normalised=_experts_as("num_experts", "num_local_experts"),
+)
+
+FAMILIES = (BERT, GPT2, LLAMA, MISTRAL, QWEN2, QWEN3, MIXTRAL, QWEN3_MOE)
 
 
 def family_named(model_type: str) -> Family | None:
@@ -320,42 +312,8 @@ def family_named(model_type: str) -> Family | None:
 
 
 def family_of_architectures(names: list[Any]) -> Family | None:
-    for fam in FAMILIES:
-        if any(isinstance(n, str) and n.startswith(fam.architecture_prefix) for n in names):
-            return fam
-    return None
-
-
-def mapping_help() -> str:
-    """The tables, for `tyr run --help`."""
-    lines = ["a Hugging Face checkpoint: config.json in the --weights directory (or beside the "
-             "file, or --hf-config FILE)", "fills the model's config by name, over the config "
-             "beside FILE.lean and under --config/--set;", "keys that are no parameter of the "
-             "model are left out and named in the output. Without FILE.lean, the family's Lean "
-             "file and model", "(by tie_word_embeddings) are run:"]
-    for fam in FAMILIES:
-        lines.append(f"  {fam.name} (model_type {', '.join(fam.model_types)}; "
-                     f"fills {fam.example}):")
-        for f in fam.fields:
-            lines.append(f"    {f.shown()}")
-        lines += _wrapped("must be: " + ", ".join(
-            f"{x.hf}={'|'.join([*map(_show, x.allowed)] + [x.also_shown] * bool(x.also_shown))}"
-            for x in fam.fixed))
-        lines += _wrapped("not parameters (left out, named): " + ", ".join(
-            f"{u.pattern} ({u.what})" for u in fam.unused))
-        if fam.prefixes:
-            lines.append("    keys under " + ", ".join(repr(p) for p in fam.prefixes)
-                         + " (a model with a task head) are read without it")
-        if fam.rename_note:
-            lines += _wrapped(f"read by {fam.rename_note}")
-    return "\n".join(lines)
-
-
-def _wrapped(text: str) -> list[str]:
-    return textwrap.wrap(text, 96, initial_indent="    ", subsequent_indent="      ")
-
-
-def _show(v: Any) -> str:
-    if isinstance(v, bool) or v is None:
-        return {True: "true", False: "false", None: "null"}[v]
-    return "{}" if v == {} else str(v)
+    """The family whose prefix the architectures start with, the longest one (Qwen3Moe's of
+    `Qwen3MoeForCausalLM`, not Qwen3's)."""
+    fits = [fam for fam in FAMILIES if any(isinstance(n, str) and
+                                           n.startswith(fam.architecture_prefix) for n in names)]
+    return max(fits, key=lambda fam: len(fam.architecture_prefix), default=None)

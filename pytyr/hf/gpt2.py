@@ -1,13 +1,29 @@
-"""GPT-2's checkpoint layout against the GPT example's (`examples/gpt/GPT.lean`), both ways.
+"""GPT-2's checkpoint layout against the GPT example's (`examples/gpt/GPT.lean`), both ways,
+and what the family's table computes from a GPT-2 config (`model_for`, `width`).
 
 GPT-2 stores its projections as `Conv1D` weights of shape `[in, out]`, the transpose of ours
 (`[out, in]`, as `linear` takes them); the heads split the width the same way (head-major),
 so nothing else moves. `tyr export --format hf-gpt2` writes by `PER_BLOCK` and `TOP`;
-`tyr run --weights` reads by `ours`, their inverse.
+`tyr run --weights` reads by `ours`, their inverse. (`examples/gpt2/GPT2.lean` has GPT-2's
+own layout: its checkpoints are read by name, nothing renamed.)
 """
 from __future__ import annotations
 
 import re
+from typing import Any
+
+EXACT = ("gelu", "gelu_python")  # exact (erf) GELU; gelu_new is the tanh approximation
+
+
+def width(raw: dict[str, Any]) -> Any:
+    """The MLP's width where `n_inner` is null: 4 × `n_embd`."""
+    return 4 * (raw.get("n_embd") or 768)
+
+
+def model_for(raw: dict[str, Any]) -> str:
+    """GPT2.lean's model for a config: by its MLP's activation."""
+    return "gpt2Exact" if raw.get("activation_function") in EXACT else "gpt2"
+
 
 # our name (in a block) -> (GPT-2's name, transposed)
 PER_BLOCK = {

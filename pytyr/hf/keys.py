@@ -3,11 +3,12 @@
 Only keys that are no parameter of the model are left out: those `--ignore-key PATTERN`
 matches (a glob; one that matches no key of the checkpoint is an error, before any work), and,
 where the checkpoint's family is known (its config.json), the family's known non-parameters
-(buffers, the pooler, task heads: `families.Unused`). A task-headed checkpoint's keys under the
-family's prefix (`bert.` of `BertForMaskedLM`) are read without it when the model's own names
-are not in the checkpoint as they are. A family whose layout differs (GPT-2's names and
-transposed `Conv1D` weights) has its keys renamed last. Every other key goes on to the model's
-load, which lists every missing, unexpected and mis-shaped tensor at once.
+(buffers, the pooler, task heads: `families.Unused`). When no key of the checkpoint is a name
+of the model as it is, a task-headed checkpoint's keys under the family's prefix (`bert.` of
+`BertForMaskedLM`) are read without it, a bare model's with it (GPT-2's released `h.0.…`
+into GPT2.lean's `transformer.h.0.…`), and only then by the family's rename where it has one
+(GPT-2's names and transposed `Conv1D` weights into GPT.lean's layout). Every other key goes
+on to the model's load, which lists every missing, unexpected and mis-shaped tensor at once.
 
 `embeddings.position_ids` is checked: transformers never reads its values (positions are
 0 … t-1), and neither does `tyr run`; a buffer that is not 0 … n-1 is still left out, and the
@@ -48,38 +49,68 @@ class UnusedKeys:
                 kept[k] = t
             else:
                 left_out.append((k, f"--ignore-key {pattern}"))
-        kept = self._unprefixed(kept, model_names)
+        renaming = False
+        if self.family is not None and not any(k in model_names for k in kept):
+            kept, renaming = self._read_as(kept, model_names)
         if self.family is not None:
             for k in list(kept):
-                if self._ours(k) in model_names:
+                if self._ours(k, renaming) in model_names:
                     continue
-                known = next((u for u in self.family.unused if fnmatchcase(k, u.pattern)), None)
+                known = next((u for u in self.family.unused if fnmatchcase(k, u.pattern)
+                              or fnmatchcase(self._base(k), u.pattern)), None)
                 if known is not None:
                     left_out.append((k, _what(known, kept.pop(k))))
         if left_out:
             n = len(left_out)
             self.notes.append(f"ignored {n} key{'s' * (n != 1)} the model does not use: "
                               f"{_grouped(left_out)}")
-        return self._renamed(kept)
+        return self._renamed(kept) if renaming else kept
 
-    def _ours(self, key: str) -> str:
+    def _ours(self, key: str, renaming: bool) -> str:
         """The model's name for a checkpoint key (itself, unless the family renames)."""
-        if self.family is None or self.family.rename is None:
+        if not renaming or self.family is None or self.family.rename is None:
             return key
         renamed = self.family.rename(key)
         return renamed[0] if renamed is not None else key
 
-    def _unprefixed(self, kept: dict[str, Any], model_names: set[str]) -> dict[str, Any]:
-        if self.family is None or any(self._ours(k) in model_names for k in kept):
-            return kept
+    def _base(self, key: str) -> str:
+        """The base model's key: without the family's prefix of a task-headed checkpoint."""
+        pre = next((p for p in self.family.prefixes if key.startswith(p)), "")
+        return key[len(pre):]
+
+    def _read_as(self, kept: dict[str, Any], model_names: set[str]
+                 ) -> tuple[dict[str, Any], bool]:
+        """The checkpoint's keys as the model names them, where none is a name as it is: a
+        task-headed checkpoint's under the family's prefix without it (`bert.` where the
+        model is a `BertModel`), a bare model's with it (GPT-2's released `h.0.…` where the
+        model is a `GPT2LMHeadModel`, `transformer.h.0.…`), and only then by the family's
+        rename (GPT-2's layout into GPT.lean's), as they are or without the prefix. Returns
+        the keys and whether the rename applies."""
+        assert self.family is not None
         for pre in self.family.prefixes:
             stripped = {k[len(pre):] if k.startswith(pre) else k: k for k in kept}
-            if len(stripped) == len(kept) and any(self._ours(k) in model_names
+            if len(stripped) == len(kept) and any(k in model_names for k in stripped):
+                self.notes.append(f"read the keys under '{pre}' without it (a checkpoint of a "
+                                  f"model with a task head)")
+                return {k: kept[old] for k, old in stripped.items()}, False
+            if any(pre + k in model_names for k in kept):
+                added = {pre + k if pre + k in model_names else k: t for k, t in kept.items()}
+                if len(added) == len(kept):
+                    self.notes.append(f"read the keys as under '{pre}' (a checkpoint of the "
+                                      f"bare model)")
+                    return added, False
+        if self.family.rename is None:
+            return kept, False
+        if any(self._ours(k, True) in model_names for k in kept):
+            return kept, True
+        for pre in self.family.prefixes:
+            stripped = {k[len(pre):] if k.startswith(pre) else k: k for k in kept}
+            if len(stripped) == len(kept) and any(self._ours(k, True) in model_names
                                                   for k in stripped):
                 self.notes.append(f"read the keys under '{pre}' without it (a checkpoint of a "
                                   f"model with a task head)")
-                return {k: kept[old] for k, old in stripped.items()}
-        return kept
+                return {k: kept[old] for k, old in stripped.items()}, True
+        return kept, False
 
     def _renamed(self, kept: dict[str, Any]) -> dict[str, Any]:
         """The family's layout turned into the model's: names, and transposed matrices. A
