@@ -64,7 +64,8 @@ def sample_checkpoint(weights: str, hf_config: str | None, file: str | None, mod
     step model (`model` + `Step`) over the key/value caches, the prompt encoded and the
     tokens decoded by the checkpoint's own `tokenizer.json` (its special tokens as its
     post-processor adds them, as transformers' tokenizer does). `table`: the `sample` options;
-    `explicit`: the model table of `--set` (`c.cache`: the caches' positions, the context)."""
+    `explicit`: the model table of `--set` (a family's `c.cache`: the caches' positions, the
+    context; GPT-2's are its position table's)."""
     from pytyr.config import load_dataclass
     from pytyr.data.tokenizer import load_tokenizer
     from pytyr.hf import UnusedKeys
@@ -86,12 +87,11 @@ def sample_checkpoint(weights: str, hf_config: str | None, file: str | None, mod
     if not prompt:
         raise ConfigError("--prompt encodes to no tokens; give some text")
     values = model_from_checkpoint({}, hf, file, explicit, say=lambda _: None)["model"]
-    block = values.get("c", {}).get("cache")
-    if not isinstance(block, int) or block < 1:
-        raise ConfigError(f"model {step}: the caches' positions (model.c.cache) are needed")
     run = RunModel(LeanModels(file), model, values)
     feeds = step_feeds(run.declaration(step), step)
-    names = {p.path for p in run.graph(feeds, {"batch": 1, "seq": 1}, "sampler", step).params}
+    graph = run.graph(feeds, {"batch": 1, "seq": 1}, "sampler", step)
+    names = {p.path for p in graph.params}
+    block = next(i.bound for i in graph.inputs if i.name == "pos")  # the caches' positions
     with checkpoint_tensors(weights) as tensors:
         unused = UnusedKeys(hf.family if hf is not None else None, [], tensors, weights)
         ids = generate_cached(run.with_weights(unused.select(tensors, names), weights), step,

@@ -1,5 +1,6 @@
 """What the tests of Hugging Face checkpoints share: random weights for a transformers model,
-`tyr run --weights DIR` on an inputs file, transformers' own logits, a config.json edited."""
+`tyr run --weights DIR` on an inputs file, transformers' own logits, a config.json edited,
+a checkpoint's tokenizer."""
 from __future__ import annotations
 
 import json
@@ -66,3 +67,18 @@ def input_ids(path: Path, vocab: int, b: int = 2, t: int = 9, seed: int = 3) -> 
     x = torch.randint(0, vocab, (b, t), generator=torch.Generator().manual_seed(seed))
     save_file({"input_ids": x}, path)
     return x
+
+
+def bpe_tokenizer(vocab: int) -> "tokenizers.Tokenizer":  # noqa: F821
+    """A byte-level BPE of `vocab` tokens trained on a few sentences, as a checkpoint's
+    tokenizer.json."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=list("abcdefghij ."), show_progress=False)
+    tok.train_from_iterator(["a bad cab. ", "a big bee had a jab. ", "deaf ice. "] * 20,
+                            trainer)
+    return tok

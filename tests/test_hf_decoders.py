@@ -14,7 +14,14 @@ import transformers as tf
 from safetensors.torch import load_file, save_file
 from transformers.utils import logging as hf_logging
 
-from hf_checkpoints import edit_config, input_ids, reference, tyr_run, variant_checkpoint  # noqa: E402
+from hf_checkpoints import (  # noqa: E402
+    bpe_tokenizer,
+    edit_config,
+    input_ids,
+    reference,
+    tyr_run,
+    variant_checkpoint,
+)
 from pytyr.cli import main
 
 hf_logging.disable_progress_bar()
@@ -216,26 +223,11 @@ def test_the_checkpoints_tensors_become_the_parameters_without_a_copy(tmp_path):
         assert all(state[k].data_ptr() == weights[k].data_ptr() for k in state)
 
 
-def _tokenizer(vocab: int) -> "tokenizers.Tokenizer":  # noqa: F821
-    """A byte-level BPE of `vocab` tokens trained on a few sentences, as a checkpoint's
-    tokenizer.json."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<|endoftext|>"],
-                                  initial_alphabet=list("abcdefghij ."), show_progress=False)
-    tok.train_from_iterator(["a bad cab. ", "a big bee had a jab. ", "deaf ice. "] * 20,
-                            trainer)
-    return tok
-
-
 @pytest.mark.parametrize("variant", ["qwen3-tied", "mistral"])
 def test_tyr_sample_of_a_checkpoint_is_transformers_generate(tmp_path, capsys, variant):
     # no run: the family's step model, the checkpoint's tokenizer.json, greedy
     model = checkpoint(tmp_path / "ckpt", variant)
-    tok = _tokenizer(SIZES["vocab_size"])
+    tok = bpe_tokenizer(SIZES["vocab_size"])
     assert tok.get_vocab_size() <= SIZES["vocab_size"]
     tok.save(str(tmp_path / "ckpt" / "tokenizer.json"))
     prompt = "a bad cab"

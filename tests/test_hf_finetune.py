@@ -172,3 +172,66 @@ def test_a_table_padded_past_the_tokenizer_trains_and_samples_its_tokens(setup, 
     assert rc == 0, err
     sample = (tmp_path / "run" / "sample.txt").read_text()
     assert 3 < len(sample) <= 3 + 40 and set(sample) <= set(ALPHABET)  # BOS draws decode to ""
+
+
+def _family_checkpoint(path: Path, vocab: int, family: str) -> str:
+    """A tiny random checkpoint of `family` over the data's vocabulary; its step model."""
+    torch.manual_seed(2)
+    if family == "gpt2":
+        model = tf.GPT2LMHeadModel(tf.GPT2Config(vocab_size=vocab, n_positions=32, n_embd=24,
+                                                 n_layer=2, n_head=3, n_inner=40,
+                                                 bos_token_id=0, eos_token_id=0))
+    elif family == "mixtral":
+        model = tf.MixtralForCausalLM(tf.MixtralConfig(
+            vocab_size=vocab, hidden_size=24, intermediate_size=20, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+            num_local_experts=3, num_experts_per_tok=2))
+    else:
+        model = tf.Qwen3MoeForCausalLM(tf.Qwen3MoeConfig(
+            vocab_size=vocab, hidden_size=24, moe_intermediate_size=12, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=6, num_experts=4,
+            num_experts_per_tok=2, norm_topk_prob=True, max_position_embeddings=32,
+            tie_word_embeddings=True))
+    model.save_pretrained(path)
+    return {"gpt2": "gpt2Step", "mixtral": "mixtralStep", "qwen3_moe": "qwen3MoeTiedStep"}[family]
+
+
+@pytest.mark.parametrize("family,cls,model", [
+    ("gpt2", "GPT2LMHeadModel", "gpt2"), ("mixtral", "MixtralForCausalLM", "mixtral"),
+    ("qwen3_moe", "Qwen3MoeForCausalLM", "qwen3MoeTied")])
+def test_every_family_fine_tunes_samples_and_exports_as_itself(setup, tmp_path, capsys, family,
+                                                               cls, model):
+    # GPT-2 as released and the mixtures of experts: trained from their checkpoints (the
+    # closing sample over the step model's caches), exported, loaded by transformers
+    vocab = json.loads((setup / "ckpt" / "config.json").read_text())["vocab_size"]
+    step = _family_checkpoint(tmp_path / "ckpt", vocab, family)
+    cfg = _config(tmp_path, setup / "data", max_iters=2, lr_decay_iters=2)
+    raw = json.loads(cfg.read_text())
+    if family == "gpt2":  # its caches are its position table's: no c.cache
+        del raw["model"]
+    else:  # Mixtral's window (none: the context's 32) must fit the caches
+        raw["model"]["c"]["cache"] = 32
+    cfg.write_text(json.dumps(raw))
+    rc = main(["train", "--weights", str(tmp_path / "ckpt"), "--config", str(cfg), "-q",
+               "--set", f"sample.step_model={step}"])
+    said = capsys.readouterr()
+    assert rc == 0, said.err
+    assert f"model {model}Train" in said.out
+    losses = _losses(tmp_path / "run")
+    assert len(losses) == 2 and all(0 < x < 10 for x in losses), losses
+    assert (tmp_path / "run" / "sample.txt").read_text().startswith("abc")
+    assert main(["export", "--format", "hf", str(tmp_path / "run"), str(tmp_path / "hf")]) == 0
+    capsys.readouterr()
+    exported = tf.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    assert type(exported).__name__ == cls
+    tok = tf.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    x = torch.tensor([tok("abc ij")["input_ids"]])
+    save_file({"input_ids": x}, tmp_path / "ids.safetensors")
+    lean = {"gpt2": "gpt2/GPT2.lean"}.get(family, "moe/MoE.lean")
+    assert main(["run", f"examples/{lean}", "--model", model, "--run", str(tmp_path / "run"),
+                 "--inputs", str(tmp_path / "ids.safetensors"),
+                 "-o", str(tmp_path / "tyr.safetensors")]) == 0
+    with torch.no_grad():
+        want = exported(input_ids=x).logits
+    got = load_file(tmp_path / "tyr.safetensors")["out"]
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-5)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from safetensors.torch import load_file, save_file
 from transformers.utils import logging as hf_logging
 
-from hf_checkpoints import drawn, edit_config, reference, tyr_run  # noqa: E402
+from hf_checkpoints import bpe_tokenizer, drawn, edit_config, reference, tyr_run  # noqa: E402
 from pytyr.cli import main
 from pytyr.hf import read_hf_config
 from pytyr.pipeline import LeanModels
@@ -175,6 +175,53 @@ def test_a_context_longer_than_the_position_table_is_named(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert rc == 1 and not out.exists()
     assert "violate the hypothesis 'h : t ≤ c.block'" in err and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("over,model", [({}, "gpt2"), ({"activation_function": "gelu"},
+                                                      "gpt2Exact")])
+def test_greedy_decoding_over_the_cache_is_transformers_generate(tmp_path, over, model):
+    # 16 greedy tokens through the step model (prefill, then a token a step over the typed
+    # caches of n_positions) against transformers' own cached `generate`
+    from pytyr.config import read_json
+    from pytyr.hf import model_values
+    from pytyr.safetensors import open_checkpoint
+    from pytyr.train.model import RunModel
+    from pytyr.train.tasks.lm.kvcache import generate_cached
+
+    hf = checkpoint(tmp_path / "ckpt", n_positions=24, **over)
+    lean = ROOT / "examples" / "gpt2" / "GPT2.lean"
+    base = read_json(lean.parent / "config.json", "config")["model"]
+    values = model_values(base, read_hf_config(tmp_path / "ckpt" / "config.json"), {})
+    with open_checkpoint(str(tmp_path / "ckpt")) as ckpt:
+        weights = {n: ckpt.tensor(n).clone() for n in ckpt.tensors}
+    run = RunModel(LeanModels(lean), model, values)
+    prompt = [5, 9, 2, 33, 7]
+    got = generate_cached(run.with_weights(weights, "ckpt"), f"{model}Step", prompt, 16, 0.0,
+                          block=24)
+    with torch.no_grad():
+        want = hf.generate(torch.tensor([prompt]), max_new_tokens=16, min_new_tokens=16,
+                           do_sample=False)[0].tolist()
+    assert got == want and len(got) == 21
+
+
+def test_tyr_sample_of_a_checkpoint_decodes_over_the_position_tables_caches(tmp_path, capsys):
+    # no run, no --set: the caches hold n_positions positions, the longest context
+    hf = checkpoint(tmp_path / "ckpt", n_positions=20)
+    tok = bpe_tokenizer(SIZES["vocab_size"])
+    tok.save(str(tmp_path / "ckpt" / "tokenizer.json"))
+    prompt = "a bad cab"
+    rc = main(["sample", "--weights", str(tmp_path / "ckpt"), "--prompt", prompt,
+               "--temperature", "0", "--max-new-tokens", "12"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    with torch.no_grad():
+        want = hf.generate(torch.tensor([tok.encode(prompt).ids]), max_new_tokens=12,
+                           min_new_tokens=12, do_sample=False,
+                           suppress_tokens=list(range(tok.get_vocab_size(),
+                                                      SIZES["vocab_size"])))[0]
+    assert len(tok.encode(prompt).ids) + 12 <= 20
+    assert out.out.rstrip("\n") == tok.decode(want.tolist())
+    assert "model gpt2" in out.err
 
 
 def test_run_help_shows_how_the_model_is_picked(capsys):

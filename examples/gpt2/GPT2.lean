@@ -159,6 +159,72 @@ def gpt2Exact (c : GPT2Config) {b t : Nat} (h : t ≤ c.block) (p : GPT2Params c
     (input_ids : IT #[b, t] c.vocab) : T #[b, t, c.vocab] :=
   logits c h p.transformer input_ids (fun y => gelu y)
 
+/-! ## Decoding over key/value caches
+
+A step model takes the `t` new tokens `idx` at the positions `pos` (typed `< block`: the
+position table's rows are the caches' positions, so a position past `n_positions` is a type
+error, not transformers' `IndexError`) and the keys and values of every block, stacked
+(`T #[n_layer, b, n_head, block, head_dim]`: each block reads the stacks' heads and pushes its
+updated caches at the end), and returns the new tokens' logits and the updated caches. Prefill
+is a step at `0 … t-1`, then one token at a time. Every head has its own keys (`hh : n_head %
+n_head = 0`, decided on the values as every hypothesis is). -/
+
+/-- The key (or value) caches of every block, stacked. -/
+abbrev Cache (c : GPT2Config) (b : Nat) : Type :=
+  T #[c.n_layer, b, c.n_head, c.block, c.head_dim]
+
+/-- One block's key and value caches. -/
+abbrev LayerCache (c : GPT2Config) (b : Nat) : Type :=
+  T #[b, c.n_head, c.block, c.head_dim] × T #[b, c.n_head, c.block, c.head_dim]
+
+/-- The stream of a step and the stacks of caches. -/
+abbrev Step (c : GPT2Config) (b t : Nat) : Type := T #[b, t, c.n_embd] × (Cache c b × Cache c b)
+
+/-- A block's attention at a step: its output and its caches with the step's keys and values
+written at `pos`, the queries attending to the cache positions `j ≤ pos[i]`. -/
+def attentionStep (c : GPT2Config) {b t : Nat} (hl : 0 < c.n_layer)
+    (hh : c.n_head % c.n_head = 0) (pos : IT #[t] c.block) (p : Attention c)
+    (x : T #[b, t, c.n_embd]) (s : Step c b t) : T #[b, t, c.n_embd] × LayerCache c b :=
+  let qkv := conv1d3 x p.c_attn.weight p.c_attn.bias
+  let k := cacheWrite (stackHead s.snd.fst hl) (splitHeads (third qkv 1)) pos
+  let v := cacheWrite (stackHead s.snd.snd hl) (splitHeads (third qkv 2)) pos
+  let y := mergeHeads (cachedAttention (splitHeads (third qkv 0)) k v pos hh)
+  (conv1d3 y p.c_proj.weight p.c_proj.bias, (k, v))
+
+/-- `block` at a step, its caches pushed. -/
+def blockStep (c : GPT2Config) {b t : Nat} (hl : 0 < c.n_layer) (hh : c.n_head % c.n_head = 0)
+    (pos : IT #[t] c.block) (p : Block c) (act : T #[b, t, c.inner] → T #[b, t, c.inner])
+    (s : Step c b t) : Step c b t :=
+  let a := attentionStep c hl hh pos p.attn (norm c p.ln_1 s.fst) s
+  let x := add s.fst a.fst
+  (add x (mlp c p.mlp (norm c p.ln_2 x) act),
+    (stackPush s.snd.fst a.snd.fst, stackPush s.snd.snd a.snd.snd))
+
+/-- The new tokens' logits and the updated caches, the MLP's activation `act`. -/
+def stepLogits (c : GPT2Config) {b t : Nat} (hl : 0 < c.n_layer)
+    (hh : c.n_head % c.n_head = 0) (p : GPT2Model c) (idx : IT #[b, t] c.vocab)
+    (pos : IT #[t] c.block) (k_cache v_cache : Cache c b)
+    (act : T #[b, t, c.inner] → T #[b, t, c.inner]) :
+    T #[b, t, c.vocab] × (Cache c b × Cache c b) :=
+  let x := addRows (embedding2 idx p.wte.weight) (embedding pos p.wpe.weight)
+  let s := p.h.foldl (fun s blk => blockStep c hl hh pos blk act s) (x, (k_cache, v_cache))
+  (linear3 (norm c p.ln_f s.fst) p.wte.weight, s.snd)
+
+/-- One decoding step of `gpt2`: logits of the new tokens, the updated caches. -/
+@[model]
+def gpt2Step (c : GPT2Config) {b t : Nat} (hl : 0 < c.n_layer) (hh : c.n_head % c.n_head = 0)
+    (p : GPT2Params c) (idx : IT #[b, t] c.vocab) (pos : IT #[t] c.block)
+    (k_cache v_cache : Cache c b) : T #[b, t, c.vocab] × (Cache c b × Cache c b) :=
+  stepLogits c hl hh p.transformer idx pos k_cache v_cache (fun y => geluTanh y)
+
+/-- One decoding step of `gpt2Exact`. -/
+@[model]
+def gpt2ExactStep (c : GPT2Config) {b t : Nat} (hl : 0 < c.n_layer)
+    (hh : c.n_head % c.n_head = 0) (p : GPT2Params c) (idx : IT #[b, t] c.vocab)
+    (pos : IT #[t] c.block) (k_cache v_cache : Cache c b) :
+    T #[b, t, c.vocab] × (Cache c b × Cache c b) :=
+  stepLogits c hl hh p.transformer idx pos k_cache v_cache (fun y => gelu y)
+
 /-! ## Training: the logits and the mean cross entropy against the next tokens
 
 For `tyr train --weights DIR` (fine-tuning a checkpoint on a language-model task, which feeds

@@ -27,7 +27,8 @@ a table of another count is a type error. Each family has a `…Tied` twin for
 `tie_word_embeddings`, an `…Aux` model returning the logits and the routers' load-balancing
 loss (transformers' `aux_loss`, `load_balancing_loss_func`), and `…Train` models for
 `tyr train --weights DIR`: the logits and the next-token cross entropy plus `aux_coef`
-(`router_aux_loss_coef`) times that loss. Initialisation is transformers': normal(0, 0.02)
+(`router_aux_loss_coef`) times that loss, and `…Step` models that decode over key/value
+caches (`tyr sample --weights DIR`). Initialisation is transformers': normal(0, 0.02)
 matrices, norm gains one. `config.json` beside this file holds a small model's sizes.
 -/
 
@@ -73,6 +74,9 @@ structure MoEConfig where
   norm_topk : Nat
   /-- The load-balancing loss's weight in a training loss (`router_aux_loss_coef`). -/
   aux_coef : Float
+  /-- Positions of a decoding step's key/value caches (the step models'; not in a checkpoint's
+  config: the longest context `tyr` decodes, at most `max_position`). -/
+  cache : Nat
 
 /-- Half a head's width: rotary pairs the halves. -/
 def MoEConfig.half (c : MoEConfig) : Nat := c.head_dim / 2
@@ -437,3 +441,127 @@ def qwen3MoeTiedTrain (c : MoEConfig) {b t : Nat} (hT : t ≤ c.max_position)
     (idx targets : IT #[b, t] c.vocab) : T #[b, t, c.vocab] × T #[] :=
   let s := qwen3MoeLoaded c hT hkv hk hn p.model idx
   trainLoss c hl (head c p.model.norm p.model.embed_tokens.weight s.fst) s.snd targets
+
+/-! ## Decoding over key/value caches
+
+A step model takes the `t` new tokens `idx` at the positions `pos` (typed `< cache`, the
+caches' length) and the caches of every layer, stacked (`T #[n_layer, b, n_kv_head, cache,
+hd]`: each layer reads the stacks' heads and pushes its updated caches at the end), and returns
+their logits and the updated caches. Prefill is a step at `0 … t-1`, then one token at a time;
+the keys are cached rotated, as transformers caches them. The experts are routed per token as
+in the models above, so a step's logits are theirs. -/
+
+/-- The key (or value) caches of every layer, stacked. -/
+abbrev Cache (c : MoEConfig) (b : Nat) : Type :=
+  T #[c.n_layer, b, c.n_kv_head, c.cache, c.hd]
+
+/-- One layer's key and value caches. -/
+abbrev LayerCache (c : MoEConfig) (b : Nat) : Type :=
+  T #[b, c.n_kv_head, c.cache, c.hd] × T #[b, c.n_kv_head, c.cache, c.hd]
+
+/-- The stream of a step and the stacks of caches. -/
+abbrev Step (c : MoEConfig) (b t : Nat) : Type := T #[b, t, c.hidden] × (Cache c b × Cache c b)
+
+/-- Queries or keys turned by rotary at the positions `pos`. -/
+def turnAt (c : MoEConfig) {b h t : Nat} (pos : IT #[t] c.cache) (x : T #[b, h, t, c.hd]) :
+    T #[b, h, t, c.hd] :=
+  ropeAt x pos c.rope_theta c.rope_factor c.rope_low c.rope_high c.rope_original
+
+/-- This layer's caches (the stacks' heads) with the step's keys `k`, rotated, and its values
+`v` written at `pos`. -/
+def written (c : MoEConfig) {b t : Nat} (hl : 0 < c.n_layer) (pos : IT #[t] c.cache)
+    (k v : T #[b, c.n_kv_head, t, c.hd]) (s : Step c b t) : LayerCache c b :=
+  (cacheWrite (stackHead s.snd.fst hl) (turnAt c pos k) pos,
+    cacheWrite (stackHead s.snd.snd hl) v pos)
+
+/-- The stream `x` of the step after a layer, this layer's caches `kv` pushed. -/
+def pushed (c : MoEConfig) {b t : Nat} (kv : LayerCache c b) (s : Step c b t)
+    (x : T #[b, t, c.hidden]) : Step c b t :=
+  (x, (stackPush s.snd.fst kv.fst, stackPush s.snd.snd kv.snd))
+
+/-- A Mixtral layer at a decoding step, over the window of the cache (`hw`: the window fits
+the cache; a window as long as the cache is none). -/
+def mixtralLayerStep (c : MoEConfig) {b t : Nat} (hl : 0 < c.n_layer)
+    (hkv : c.n_head % c.n_kv_head = 0) (hw : c.window - 1 ≤ c.cache)
+    (hk : c.top_k ≤ c.n_experts) (pos : IT #[t] c.cache) (p : MixtralLayer c)
+    (s : Step c b t) : Step c b t :=
+  let a := p.self_attn
+  let x := rms c p.input_layernorm s.fst
+  let kv := written c hl pos (splitHeads (proj a.k_proj x)) (splitHeads (proj a.v_proj x)) s
+  let y := cachedWindowAttention (turnAt c pos (splitHeads (proj a.q_proj x))) kv.fst kv.snd
+    pos (c.window - 1) hw hkv
+  let x := add s.fst (proj a.o_proj (mergeHeads y))
+  let h := rms c p.post_attention_layernorm x
+  pushed c kv s (mixtralExperts c p.block_sparse_moe x h
+    (route c hk 1 (by decide) (proj p.block_sparse_moe.gate h)))
+
+/-- The step's stream after every Mixtral layer, and the updated caches. -/
+def mixtralSteps (c : MoEConfig) {b t : Nat} (hl : 0 < c.n_layer)
+    (hkv : c.n_head % c.n_kv_head = 0) (hw : c.window - 1 ≤ c.cache)
+    (hk : c.top_k ≤ c.n_experts) (p : MixtralModel c) (idx : IT #[b, t] c.vocab)
+    (pos : IT #[t] c.cache) (k_cache v_cache : Cache c b) : Step c b t :=
+  p.layers.foldl (fun s l => mixtralLayerStep c hl hkv hw hk pos l s)
+    (embedding2 idx p.embed_tokens.weight, (k_cache, v_cache))
+
+/-- One decoding step of `mixtral`: logits of the new tokens, the updated caches. -/
+@[model]
+def mixtralStep (c : MoEConfig) {b t : Nat} (hrot : c.head_dim % 2 = 0)
+    (hkv : c.n_head % c.n_kv_head = 0) (hw : c.window - 1 ≤ c.cache)
+    (hk : c.top_k ≤ c.n_experts) (hl : 0 < c.n_layer) (p : MixtralParams c)
+    (idx : IT #[b, t] c.vocab) (pos : IT #[t] c.cache) (k_cache v_cache : Cache c b) :
+    T #[b, t, c.vocab] × (Cache c b × Cache c b) :=
+  let s := mixtralSteps c hl hkv hw hk p.model idx pos k_cache v_cache
+  (head c p.model.norm p.lm_head.weight s.fst, s.snd)
+
+/-- One decoding step of `mixtralTied`. -/
+@[model]
+def mixtralTiedStep (c : MoEConfig) {b t : Nat} (hrot : c.head_dim % 2 = 0)
+    (hkv : c.n_head % c.n_kv_head = 0) (hw : c.window - 1 ≤ c.cache)
+    (hk : c.top_k ≤ c.n_experts) (hl : 0 < c.n_layer) (p : MixtralTiedParams c)
+    (idx : IT #[b, t] c.vocab) (pos : IT #[t] c.cache) (k_cache v_cache : Cache c b) :
+    T #[b, t, c.vocab] × (Cache c b × Cache c b) :=
+  let s := mixtralSteps c hl hkv hw hk p.model idx pos k_cache v_cache
+  (head c p.model.norm p.model.embed_tokens.weight s.fst, s.snd)
+
+/-- A Qwen3-MoE layer at a decoding step: the queries and keys normalised per head, the keys
+cached rotated. -/
+def qwen3MoeLayerStep (c : MoEConfig) {b t : Nat} (hl : 0 < c.n_layer)
+    (hkv : c.n_head % c.n_kv_head = 0) (hk : c.top_k ≤ c.n_experts) (hn : c.norm_topk ≤ 1)
+    (pos : IT #[t] c.cache) (p : Qwen3MoeLayer c) (s : Step c b t) : Step c b t :=
+  let a := p.self_attn
+  let x := rms c p.input_layernorm s.fst
+  let q := rmsNormScale4 (splitHeads (proj a.q_proj x)) a.q_norm.weight c.eps
+  let k := rmsNormScale4 (splitHeads (proj a.k_proj x)) a.k_norm.weight c.eps
+  let kv := written c hl pos k (splitHeads (proj a.v_proj x)) s
+  let y := cachedAttention (turnAt c pos q) kv.fst kv.snd pos hkv
+  let x := add s.fst (proj a.o_proj (mergeHeads y))
+  let h := rms c p.post_attention_layernorm x
+  pushed c kv s (qwen3MoeExperts c p.mlp x h (route c hk c.norm_topk hn (proj p.mlp.gate h)))
+
+/-- The step's stream after every Qwen3-MoE layer, and the updated caches. -/
+def qwen3MoeSteps (c : MoEConfig) {b t : Nat} (hl : 0 < c.n_layer)
+    (hkv : c.n_head % c.n_kv_head = 0) (hk : c.top_k ≤ c.n_experts) (hn : c.norm_topk ≤ 1)
+    (p : Qwen3MoeModel c) (idx : IT #[b, t] c.vocab) (pos : IT #[t] c.cache)
+    (k_cache v_cache : Cache c b) : Step c b t :=
+  p.layers.foldl (fun s l => qwen3MoeLayerStep c hl hkv hk hn pos l s)
+    (embedding2 idx p.embed_tokens.weight, (k_cache, v_cache))
+
+/-- One decoding step of `qwen3Moe`. -/
+@[model]
+def qwen3MoeStep (c : MoEConfig) {b t : Nat} (hrot : c.head_dim % 2 = 0)
+    (hkv : c.n_head % c.n_kv_head = 0) (hk : c.top_k ≤ c.n_experts) (hn : c.norm_topk ≤ 1)
+    (hl : 0 < c.n_layer) (p : Qwen3MoeParams c) (idx : IT #[b, t] c.vocab)
+    (pos : IT #[t] c.cache) (k_cache v_cache : Cache c b) :
+    T #[b, t, c.vocab] × (Cache c b × Cache c b) :=
+  let s := qwen3MoeSteps c hl hkv hk hn p.model idx pos k_cache v_cache
+  (head c p.model.norm p.lm_head.weight s.fst, s.snd)
+
+/-- One decoding step of `qwen3MoeTied`. -/
+@[model]
+def qwen3MoeTiedStep (c : MoEConfig) {b t : Nat} (hrot : c.head_dim % 2 = 0)
+    (hkv : c.n_head % c.n_kv_head = 0) (hk : c.top_k ≤ c.n_experts) (hn : c.norm_topk ≤ 1)
+    (hl : 0 < c.n_layer) (p : Qwen3MoeTiedParams c) (idx : IT #[b, t] c.vocab)
+    (pos : IT #[t] c.cache) (k_cache v_cache : Cache c b) :
+    T #[b, t, c.vocab] × (Cache c b × Cache c b) :=
+  let s := qwen3MoeSteps c hl hkv hk hn p.model idx pos k_cache v_cache
+  (head c p.model.norm p.model.embed_tokens.weight s.fst, s.snd)

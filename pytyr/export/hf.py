@@ -68,7 +68,7 @@ def export_hf(run_dir: Path, out: Path, arch: str | None = None,
               checkpoint: str = "best") -> Path:
     """Write the directory (module doc) for the run in `run_dir`, with the weights of its
     `checkpoint` (`best` or `last`, `run.checkpoint_dir`); `arch` None reads it from them."""
-    from pytyr.export.hf_family import family_config, family_of_run
+    from pytyr.export.hf_family import family_config, family_of_run, family_sizes
     from pytyr.export.hf_gpt2 import gpt2_config, gpt2_tensors
     from pytyr.export.hf_nanochat import nanochat_config, nanochat_tensors
     from pytyr.export.hf_tokenizer import write_tokenizer_files
@@ -83,8 +83,7 @@ def export_hf(run_dir: Path, out: Path, arch: str | None = None,
     family = family_of_run(run) if arch is None else None
     arch = "family" if family is not None else arch or _architecture(weights, run_dir)
     if arch == "family":  # the family's own keys: the weights as they are
-        c = run["values"].get("c", {})
-        tensors, sizes = weights, {"vocab": c.get("vocab"), "positions": c.get("max_position")}
+        tensors, sizes = weights, family_sizes(family[0], run["values"])
         family_config(*family, run["values"], f"{run_dir}/run.json", {})  # checked first
     elif arch == "gpt2":
         tensors, sizes = gpt2_tensors(weights, where)

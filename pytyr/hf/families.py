@@ -92,6 +92,9 @@ GPT2 = Family(
     lean="examples/gpt2/GPT2.lean", pick=gpt2.model_for,
     pick_note="by activation_function: gelu_new, gelu_pytorch_tanh → gpt2; gelu, "
               "gelu_python → gpt2Exact",
+    picked=(("gpt2", (("activation_function", "gelu_new"),)),
+            ("gpt2Exact", (("activation_function", "gelu"),))),
+    architecture="GPT2LMHeadModel",
     # the GPT example reads the same checkpoints into its own layout, where it computes them
     narrower=Narrower(
         example="examples/gpt/GPT.lean",

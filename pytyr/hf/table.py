@@ -106,6 +106,10 @@ class Family:
     # or the model picked from the (normalised) config itself: GPT-2's by its activation
     pick: Callable[[dict[str, Any]], str] | None = None
     pick_note: str = ""  # how `pick` reads in --help
+    # with `pick`: each model it picks and the config keys that pick it (what an export writes)
+    picked: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    # the class an export names in `architectures` ("": `{architecture_prefix}ForCausalLM`)
+    architecture: str = ""
     narrower: Narrower | None = None
     # the config as the tables read it: both layouts of a key that moved between versions
     normalised: Callable[[dict[str, Any]], dict[str, Any]] | None = None
@@ -114,6 +118,13 @@ class Family:
         return ({f.hf.split(".")[0] for f in self.fields}
                 | {f.hf.split(".")[0] for f in self.fixed} | set(self.inert)
                 | set(COMMON_INERT))
+
+    def models_written(self) -> dict[str, dict[str, Any]]:
+        """Each Lean model the family runs, with the config keys that pick it: an export of
+        a run of it writes them."""
+        if self.models is not None:
+            return {m: {"tie_word_embeddings": bool(i)} for i, m in enumerate(self.models)}
+        return {m: dict(keys) for m, keys in self.picked}
 
     def model_for(self, raw: dict[str, Any]) -> str | None:
         """The Lean model for a config: `pick`'s, else by whether its head is tied to the
