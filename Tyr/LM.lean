@@ -71,4 +71,12 @@ def paddedCausalAttention {b h g t d : Nat} (q : T #[b, h, t, d]) (k v : T #[b, 
     (keep : IT #[b, t] 2) (hg : h % g = 0) : T #[b, h, t, d] :=
   prim "padded_causal_attention" [q.node, k.node, v.node, keep.node]
 
+/-- `paddedCausalAttention` over a sliding window (Mistral's and Mixtral's over padded
+sequences): query `i` sees the keys `i - w ≤ j ≤ i` with `keep[s, j] = 1`, and always itself.
+The window is bounded as `windowAttention`'s (`hw : w ≤ n`, `hT : t ≤ n`). -/
+def paddedWindowAttention {b h g t d n : Nat} (q : T #[b, h, t, d]) (k v : T #[b, g, t, d])
+    (keep : IT #[b, t] 2) (w : Nat) (hw : w ≤ n) (hT : t ≤ n) (hg : h % g = 0) :
+    T #[b, h, t, d] :=
+  prim "padded_window_attention" [q.node, k.node, v.node, keep.node] [.nat "w" w]
+
 end torch

@@ -251,11 +251,13 @@ LM_ORACLES = {
 }
 
 
-def _padded_causal(q, k, v, keep):
-    # query i of sequence s sees j <= i where keep[s, j], and itself; kv head j // r
+def _padded_causal(q, k, v, keep, w=None):
+    # query i of sequence s sees j <= i (and i - j <= w) where keep[s, j], and itself; kv
+    # head j // r
     t = q.shape[2]
-    visible = torch.tensor([[[j <= i and (bool(keep[s, j]) or j == i) for j in range(t)]
-                             for i in range(t)] for s in range(q.shape[0])])
+    w = t if w is None else w
+    visible = torch.tensor([[[i - w <= j <= i and (bool(keep[s, j]) or j == i)
+                              for j in range(t)] for i in range(t)] for s in range(q.shape[0])])
     r = q.shape[1] // k.shape[1]
     k = torch.stack([k[:, j // r] for j in range(q.shape[1])], dim=1)
     v = torch.stack([v[:, j // r] for j in range(q.shape[1])], dim=1)
@@ -266,8 +268,14 @@ def _padded_causal(q, k, v, keep):
 LM_ORACLES["padded_causal_attention"] = (
     [([2, 4, 5, 3], "f32"), ([2, 2, 5, 3], "f32"), ([2, 2, 5, 3], "f32"), ([2, 5], "i64", 2)],
     {}, [2, 4, 5, 3], _padded_causal)
+# 5 positions, a window of 2
+LM_ORACLES["padded_window_attention"] = (
+    [([2, 4, 5, 3], "f32"), ([2, 2, 5, 3], "f32"), ([2, 2, 5, 3], "f32"), ([2, 5], "i64", 2)],
+    {"w": 2}, [2, 4, 5, 3], lambda q, k, v, keep: _padded_causal(q, k, v, keep, 2))
 ORACLES.update(LM_ORACLES)
-ORACLE_IMPLICIT.update({"rope": {"b": 1, "h": 2, "t": 5, "k": 4, "n": 8},
+ORACLE_IMPLICIT.update({"padded_window_attention": {"b": 2, "h": 4, "g": 2, "t": 5, "d": 3,
+                                                    "n": 8},
+                        "rope": {"b": 1, "h": 2, "t": 5, "k": 4, "n": 8},
                         "rope_at": {"b": 1, "h": 2, "t": 2, "k": 3, "n": 16}})
 
 

@@ -169,7 +169,8 @@ CASES.update(ORACLES)  # Tyr/Shape.lean, Tyr/DiT.lean
 IMPLICIT.update(ORACLE_IMPLICIT)
 # Integer inputs with a meaning beyond their range: cache positions must be distinct.
 INTS = {"cache_write": [3, 1], "cached_attention": [1, 4], "cached_window_attention": [3, 6],
-        "rope_at": [11, 4], "padded_causal_attention": [[0, 0, 1, 1, 1], [1, 1, 1, 0, 1]]}
+        "rope_at": [11, 4], "padded_causal_attention": [[0, 0, 1, 1, 1], [1, 1, 1, 0, 1]],
+        "padded_window_attention": [[0, 0, 1, 1, 1], [1, 1, 1, 0, 1]]}
 INTS.update(MOE_INTS)  # a router's ids: distinct at every position
 
 

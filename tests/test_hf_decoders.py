@@ -25,6 +25,7 @@ from hf_checkpoints import (  # noqa: E402
 from pytyr.cli import main
 
 hf_logging.disable_progress_bar()
+ROOT = Path(__file__).resolve().parents[1]
 # No two sizes alike, so that a field filled from the wrong key is a shape error.
 SIZES = dict(vocab_size=61, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
@@ -251,7 +252,7 @@ def test_tyr_sample_of_a_checkpoint_without_a_tokenizer_says_what_it_needs(tmp_p
     assert rc == 1 and "tokenizer.json: not found" in err[-1], err
 
 
-@pytest.mark.parametrize("variant", ["llama3", "qwen2", "qwen3-tied"])
+@pytest.mark.parametrize("variant", ["llama3", "mistral", "qwen2", "qwen3-tied"])
 def test_padded_sequences_give_transformers_logits_at_every_real_token(tmp_path, capsys,
                                                                        variant):
     # an attention_mask in the inputs picks the family's …Masked model; one sequence padded
@@ -271,10 +272,21 @@ def test_padded_sequences_give_transformers_logits_at_every_real_token(tmp_path,
     torch.testing.assert_close(load_file(out)["out"][real], want[real], rtol=0, atol=1e-5)
 
 
-def test_padded_inputs_for_a_family_without_a_masked_model_are_one_line(tmp_path, capsys):
+def test_padded_inputs_for_a_family_without_a_masked_model_are_one_line(tmp_path, capsys,
+                                                                       monkeypatch):
+    # the family's Lean file without its …Masked models (as a user's variant of it may be)
+    import pytyr.train.pretrained as pretrained
+
     checkpoint(tmp_path / "ckpt", "mistral")
+    text = (ROOT / "examples" / "llama" / "Llama.lean").read_text()
+    lean = tmp_path / "Llama.lean"
+    lean.write_text(text[:text.index("/-! ## Padded batches")])
+    (tmp_path / "config.json").write_text((ROOT / "examples" / "llama" / "config.json")
+                                          .read_text())
+    monkeypatch.setattr(pretrained, "family_model", lambda hf: (lean, "mistral"))
     x = torch.zeros(1, 4, dtype=torch.int64)
     save_file({"input_ids": x, "attention_mask": torch.ones_like(x)}, tmp_path / "ids.safetensors")
     rc, out = tyr_run(tmp_path, tmp_path / "ckpt")
     err = capsys.readouterr().err.strip()
     assert rc == 1 and not out.exists() and "no model for padded sequences" in err, err
+    assert len(err.splitlines()) == 1

@@ -224,6 +224,25 @@ def test_tyr_sample_of_a_checkpoint_decodes_over_the_position_tables_caches(tmp_
     assert "model gpt2" in out.err
 
 
+@pytest.mark.parametrize("over,model", [({}, "gpt2"), ({"activation_function": "gelu"},
+                                                      "gpt2Exact")])
+def test_padded_sequences_give_transformers_logits_at_every_real_token(tmp_path, capsys, over,
+                                                                       model):
+    hf = checkpoint(tmp_path / "ckpt", **over)
+    x = torch.randint(0, SIZES["vocab_size"], (3, 8), generator=torch.Generator().manual_seed(5))
+    mask = torch.ones(3, 8, dtype=torch.int64)
+    mask[0, 5:] = 0
+    mask[1, :3] = 0
+    save_file({"input_ids": x, "attention_mask": mask}, tmp_path / "ids.safetensors")
+    rc, out = tyr_run(tmp_path, tmp_path / "ckpt")
+    said = capsys.readouterr().out
+    assert rc == 0 and f"model {model}Masked" in said, said
+    with torch.no_grad():
+        want = hf(input_ids=x, attention_mask=mask).logits
+    real = mask.bool()
+    torch.testing.assert_close(load_file(out)["out"][real], want[real], rtol=0, atol=1e-5)
+
+
 def test_run_help_shows_how_the_model_is_picked(capsys):
     with pytest.raises(SystemExit) as done:
         main(["run", "--help"])

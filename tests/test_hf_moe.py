@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import transformers as tf
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from transformers.utils import logging as hf_logging
@@ -130,6 +130,26 @@ def test_tyr_sample_of_a_checkpoint_is_transformers_generate(tmp_path, capsys):
                                                          SIZES["vocab_size"])))[0]
     assert out.out.rstrip("\n") == tok.decode(want.tolist())
     assert "model qwen3Moe" in out.err
+
+
+@pytest.mark.parametrize("variant", ["mixtral-window", "qwen3_moe-tied"])
+def test_padded_sequences_give_transformers_logits_at_every_real_token(tmp_path, capsys,
+                                                                       variant):
+    # an attention_mask picks the family's …Masked model; one sequence padded on the right,
+    # one on the left, one not at all
+    model = checkpoint(tmp_path / "ckpt", variant)
+    x = torch.randint(0, SIZES["vocab_size"], (3, 8), generator=torch.Generator().manual_seed(5))
+    mask = torch.ones(3, 8, dtype=torch.int64)
+    mask[0, 5:] = 0
+    mask[1, :3] = 0
+    save_file({"input_ids": x, "attention_mask": mask}, tmp_path / "ids.safetensors")
+    rc, out = tyr_run(tmp_path, tmp_path / "ckpt")
+    said = capsys.readouterr().out
+    assert rc == 0 and f"model {VARIANTS[variant][3]}Masked" in said, said
+    with torch.no_grad():
+        want = model(input_ids=x, attention_mask=mask).logits
+    real = mask.bool()
+    torch.testing.assert_close(load_file(out)["out"][real], want[real], rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("variant,changes", [

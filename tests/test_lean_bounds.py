@@ -25,6 +25,12 @@ BOUND_CASES = [
      "def f (q : T #[2, 4, 8, 6]) (k v : T #[2, 2, 8, 6]) (m : IT #[2, 8] 3) : "
      "T #[2, 4, 8, 6] := paddedCausalAttention q k v m (by decide)",
      ["argument 'keep' of 'paddedCausalAttention'", "IT #[2, 8] 3", "IT #[2, 8] 2"]),
+    ("paddedWindowAttention",
+     "def f (q : T #[2, 4, 8, 6]) (k v : T #[2, 2, 8, 6]) (m : IT #[2, 8] 2) (hw : 3 ≤ 8) "
+     "(hT : 8 ≤ 8) : T #[2, 4, 8, 6] := paddedWindowAttention q k v m 3 hw hT (by decide)",
+     "def f (q : T #[2, 4, 8, 6]) (k v : T #[2, 2, 8, 6]) (m : IT #[2, 8] 8) (hw : 3 ≤ 8) "
+     "(hT : 8 ≤ 8) : T #[2, 4, 8, 6] := paddedWindowAttention q k v m 3 hw hT (by decide)",
+     ["argument 'keep' of 'paddedWindowAttention'", "IT #[2, 8] 8", "IT #[2, 8] 2"]),
     ("embedding",
      "def f (i : IT #[8] 100) (e : T #[100, 16]) : T #[8, 16] := embedding i e",
      "def f (i : IT #[8] 99) (e : T #[100, 16]) : T #[8, 16] := embedding i e",

@@ -159,6 +159,50 @@ def gpt2Exact (c : GPT2Config) {b t : Nat} (h : t ≤ c.block) (p : GPT2Params c
     (input_ids : IT #[b, t] c.vocab) : T #[b, t, c.vocab] :=
   logits c h p.transformer input_ids (fun y => gelu y)
 
+/-! ## Padded batches: the logits of sequences of different lengths
+
+`…Masked` takes Hugging Face's `attention_mask : IT #[b, t] 2` beside `input_ids` (1 a token,
+0 padding, on either side): no query attends to padding, positions are `0 … t-1` as
+transformers gives them without `position_ids`, and a padding position's logits are not
+meant to be read. `tyr run` picks it when the inputs hold an `attention_mask`. -/
+
+/-- Multi-head causal self-attention over the real tokens (`hh`: every head its own keys). -/
+def attentionMasked (c : GPT2Config) {b t : Nat} (hh : c.n_head % c.n_head = 0)
+    (keep : IT #[b, t] 2) (p : Attention c) (x : T #[b, t, c.n_embd]) : T #[b, t, c.n_embd] :=
+  let qkv := conv1d3 x p.c_attn.weight p.c_attn.bias
+  let y := paddedCausalAttention (splitHeads (third qkv 0)) (splitHeads (third qkv 1))
+    (splitHeads (third qkv 2)) keep hh
+  conv1d3 (mergeHeads y) p.c_proj.weight p.c_proj.bias
+
+/-- `block` over padded sequences. -/
+def blockMasked (c : GPT2Config) {b t : Nat} (hh : c.n_head % c.n_head = 0)
+    (keep : IT #[b, t] 2) (p : Block c) (x : T #[b, t, c.n_embd])
+    (act : T #[b, t, c.inner] → T #[b, t, c.inner]) : T #[b, t, c.n_embd] :=
+  let x := add x (attentionMasked c hh keep p.attn (norm c p.ln_1 x))
+  add x (mlp c p.mlp (norm c p.ln_2 x) act)
+
+/-- Next-token logits of padded sequences, the MLP's activation `act`. -/
+def logitsMasked (c : GPT2Config) {b t : Nat} (h : t ≤ c.block) (hh : c.n_head % c.n_head = 0)
+    (p : GPT2Model c) (input_ids : IT #[b, t] c.vocab) (keep : IT #[b, t] 2)
+    (act : T #[b, t, c.inner] → T #[b, t, c.inner]) : T #[b, t, c.vocab] :=
+  let x := addRows (embedding2 input_ids p.wte.weight) (rows p.wpe.weight t h)
+  let x := p.h.foldl (fun x blk => blockMasked c hh keep blk x act) x
+  linear3 (norm c p.ln_f x) p.wte.weight
+
+/-- `gpt2` over padded sequences. -/
+@[model]
+def gpt2Masked (c : GPT2Config) {b t : Nat} (h : t ≤ c.block) (hh : c.n_head % c.n_head = 0)
+    (p : GPT2Params c) (input_ids : IT #[b, t] c.vocab) (attention_mask : IT #[b, t] 2) :
+    T #[b, t, c.vocab] :=
+  logitsMasked c h hh p.transformer input_ids attention_mask (fun y => geluTanh y)
+
+/-- `gpt2Exact` over padded sequences. -/
+@[model]
+def gpt2ExactMasked (c : GPT2Config) {b t : Nat} (h : t ≤ c.block)
+    (hh : c.n_head % c.n_head = 0) (p : GPT2Params c) (input_ids : IT #[b, t] c.vocab)
+    (attention_mask : IT #[b, t] 2) : T #[b, t, c.vocab] :=
+  logitsMasked c h hh p.transformer input_ids attention_mask (fun y => gelu y)
+
 /-! ## Decoding over key/value caches
 
 A step model takes the `t` new tokens `idx` at the positions `pos` (typed `< block`: the

@@ -714,3 +714,38 @@ def qwen3TiedMasked (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
     (input_ids : IT #[b, t] c.vocab) (attention_mask : IT #[b, t] 2) : T #[b, t, c.vocab] :=
   head c p.model.norm p.model.embed_tokens.weight (qwen3MaskedStream c hT hkv p.model input_ids
     attention_mask)
+
+/-- Attention within Mistral's window over the real tokens, the heads merged again. -/
+def attendWindowMasked (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (hw : c.window - 1 ≤ c.max_position)
+    (keep : IT #[b, t] 2) (a : QKV c b t) : T #[b, t, c.q_dim] :=
+  mergeHeads (paddedWindowAttention (turn c hT a.fst) (turn c hT a.snd.fst) a.snd.snd keep
+    (c.window - 1) hw hT hkv)
+
+/-- The stream after every Mistral layer over padded sequences. -/
+def mistralMaskedStream (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (hw : c.window - 1 ≤ c.max_position) (p : LlamaModel c)
+    (input_ids : IT #[b, t] c.vocab) (keep : IT #[b, t] 2) : T #[b, t, c.hidden] :=
+  p.layers.foldl (fun x l => withMLP c l.mlp l.post_attention_layernorm (add x
+      (proj l.self_attn.o_proj
+        (attendWindowMasked c hT hkv hw keep (llamaQKV c l.self_attn
+          (rms c l.input_layernorm x))))))
+    (embedding2 input_ids p.embed_tokens.weight)
+
+/-- `mistral` over padded sequences. -/
+@[model]
+def mistralMasked (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0)
+    (hw : c.window - 1 ≤ c.max_position) (p : LlamaParams c) (input_ids : IT #[b, t] c.vocab)
+    (attention_mask : IT #[b, t] 2) : T #[b, t, c.vocab] :=
+  head c p.model.norm p.lm_head.weight (mistralMaskedStream c hT hkv hw p.model input_ids
+    attention_mask)
+
+/-- `mistralTied` over padded sequences. -/
+@[model]
+def mistralTiedMasked (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0)
+    (hw : c.window - 1 ≤ c.max_position) (p : LlamaTiedParams c)
+    (input_ids : IT #[b, t] c.vocab) (attention_mask : IT #[b, t] 2) : T #[b, t, c.vocab] :=
+  head c p.model.norm p.model.embed_tokens.weight (mistralMaskedStream c hT hkv hw p.model
+    input_ids attention_mask)

@@ -565,3 +565,102 @@ def qwen3MoeTiedStep (c : MoEConfig) {b t : Nat} (hrot : c.head_dim % 2 = 0)
     T #[b, t, c.vocab] × (Cache c b × Cache c b) :=
   let s := qwen3MoeSteps c hl hkv hk hn p.model idx pos k_cache v_cache
   (head c p.model.norm p.model.embed_tokens.weight s.fst, s.snd)
+
+/-! ## Padded batches: the logits of sequences of different lengths
+
+`…Masked` takes Hugging Face's `attention_mask : IT #[b, t] 2` beside `input_ids` (1 a token,
+0 padding, on either side): no query attends to padding, positions are `0 … t-1` as
+transformers gives them without `position_ids`, every position is routed on its own (so a
+real token's experts are those without the padding), and a padding position's logits are not
+meant to be read. `tyr run` picks it when the inputs hold an `attention_mask`. -/
+
+/-- Mixtral's self-attention over the real tokens within its window. -/
+def mixtralAttentionMasked (c : MoEConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (hw : c.window - 1 ≤ c.max_position)
+    (keep : IT #[b, t] 2) (p : Attention c) (x : T #[b, t, c.hidden]) : T #[b, t, c.hidden] :=
+  let q := turn c hT (splitHeads (proj p.q_proj x))
+  let k := turn c hT (splitHeads (proj p.k_proj x))
+  let y := paddedWindowAttention q k (splitHeads (proj p.v_proj x)) keep (c.window - 1) hw hT hkv
+  proj p.o_proj (mergeHeads y)
+
+/-- A Mixtral layer over padded sequences. -/
+def mixtralLayerMasked (c : MoEConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (hw : c.window - 1 ≤ c.max_position)
+    (hk : c.top_k ≤ c.n_experts) (keep : IT #[b, t] 2) (p : MixtralLayer c)
+    (x : T #[b, t, c.hidden]) : T #[b, t, c.hidden] :=
+  let x := add x (mixtralAttentionMasked c hT hkv hw keep p.self_attn (rms c p.input_layernorm x))
+  let h := rms c p.post_attention_layernorm x
+  mixtralExperts c p.block_sparse_moe x h
+    (route c hk 1 (by decide) (proj p.block_sparse_moe.gate h))
+
+/-- The stream after every Mixtral layer over padded sequences. -/
+def mixtralMaskedStream (c : MoEConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (hw : c.window - 1 ≤ c.max_position)
+    (hk : c.top_k ≤ c.n_experts) (p : MixtralModel c) (input_ids : IT #[b, t] c.vocab)
+    (keep : IT #[b, t] 2) : T #[b, t, c.hidden] :=
+  p.layers.foldl (fun x l => mixtralLayerMasked c hT hkv hw hk keep l x)
+    (embedding2 input_ids p.embed_tokens.weight)
+
+/-- `mixtral` over padded sequences. -/
+@[model]
+def mixtralMasked (c : MoEConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0)
+    (hw : c.window - 1 ≤ c.max_position) (hk : c.top_k ≤ c.n_experts) (p : MixtralParams c)
+    (input_ids : IT #[b, t] c.vocab) (attention_mask : IT #[b, t] 2) : T #[b, t, c.vocab] :=
+  head c p.model.norm p.lm_head.weight
+    (mixtralMaskedStream c hT hkv hw hk p.model input_ids attention_mask)
+
+/-- `mixtralTied` over padded sequences. -/
+@[model]
+def mixtralTiedMasked (c : MoEConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0)
+    (hw : c.window - 1 ≤ c.max_position) (hk : c.top_k ≤ c.n_experts)
+    (p : MixtralTiedParams c) (input_ids : IT #[b, t] c.vocab) (attention_mask : IT #[b, t] 2) :
+    T #[b, t, c.vocab] :=
+  head c p.model.norm p.model.embed_tokens.weight
+    (mixtralMaskedStream c hT hkv hw hk p.model input_ids attention_mask)
+
+/-- Qwen3-MoE's self-attention over the real tokens. -/
+def qwen3MoeAttentionMasked (c : MoEConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (keep : IT #[b, t] 2) (p : Qwen3MoeAttention c)
+    (x : T #[b, t, c.hidden]) : T #[b, t, c.hidden] :=
+  let q := rmsNormScale4 (splitHeads (proj p.q_proj x)) p.q_norm.weight c.eps
+  let k := rmsNormScale4 (splitHeads (proj p.k_proj x)) p.k_norm.weight c.eps
+  let y := paddedCausalAttention (turn c hT q) (turn c hT k) (splitHeads (proj p.v_proj x)) keep
+    hkv
+  proj p.o_proj (mergeHeads y)
+
+/-- A Qwen3-MoE layer over padded sequences. -/
+def qwen3MoeLayerMasked (c : MoEConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (hk : c.top_k ≤ c.n_experts) (hn : c.norm_topk ≤ 1)
+    (keep : IT #[b, t] 2) (p : Qwen3MoeLayer c) (x : T #[b, t, c.hidden]) :
+    T #[b, t, c.hidden] :=
+  let x := add x (qwen3MoeAttentionMasked c hT hkv keep p.self_attn (rms c p.input_layernorm x))
+  let h := rms c p.post_attention_layernorm x
+  qwen3MoeExperts c p.mlp x h (route c hk c.norm_topk hn (proj p.mlp.gate h))
+
+/-- The stream after every Qwen3-MoE layer over padded sequences. -/
+def qwen3MoeMaskedStream (c : MoEConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (hk : c.top_k ≤ c.n_experts) (hn : c.norm_topk ≤ 1)
+    (p : Qwen3MoeModel c) (input_ids : IT #[b, t] c.vocab) (keep : IT #[b, t] 2) :
+    T #[b, t, c.hidden] :=
+  p.layers.foldl (fun x l => qwen3MoeLayerMasked c hT hkv hk hn keep l x)
+    (embedding2 input_ids p.embed_tokens.weight)
+
+/-- `qwen3Moe` over padded sequences. -/
+@[model]
+def qwen3MoeMasked (c : MoEConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0) (hk : c.top_k ≤ c.n_experts)
+    (hn : c.norm_topk ≤ 1) (p : Qwen3MoeParams c) (input_ids : IT #[b, t] c.vocab)
+    (attention_mask : IT #[b, t] 2) : T #[b, t, c.vocab] :=
+  head c p.model.norm p.lm_head.weight
+    (qwen3MoeMaskedStream c hT hkv hk hn p.model input_ids attention_mask)
+
+/-- `qwen3MoeTied` over padded sequences. -/
+@[model]
+def qwen3MoeTiedMasked (c : MoEConfig) {b t : Nat} (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0) (hk : c.top_k ≤ c.n_experts)
+    (hn : c.norm_topk ≤ 1) (p : Qwen3MoeTiedParams c) (input_ids : IT #[b, t] c.vocab)
+    (attention_mask : IT #[b, t] 2) : T #[b, t, c.vocab] :=
+  head c p.model.norm p.model.embed_tokens.weight
+    (qwen3MoeMaskedStream c hT hkv hk hn p.model input_ids attention_mask)

@@ -117,6 +117,20 @@ def _padded_causal_attention(cx: Lower, args, attrs, types, out) -> fx.Node:
                               {"attn_mask": mask, "enable_gqa": True})
 
 
+def padded_window_mask(keep: torch.Tensor, w: int) -> torch.Tensor:
+    """bool [b, 1, t, t]: the padded causal mask, and key j within the window i - w <= j."""
+    i = torch.arange(keep.shape[1], device=keep.device)
+    return padded_causal_mask(keep) & (i[:, None] - i[None, :] <= w)
+
+
+def _padded_window_attention(cx: Lower, args, attrs, types, out) -> fx.Node:
+    # as padded_causal_attention, query i seeing keys i - w … i
+    q, k, v, keep = args
+    mask = cx.g.call_function(padded_window_mask, (keep, int(attrs["w"])))
+    return cx.g.call_function(F.scaled_dot_product_attention, (q, k, v),
+                              {"attn_mask": mask, "enable_gqa": True})
+
+
 LM_OPS: dict[str, Lowering] = {
     "rms_norm_gain3": _rms_norm_gain,
     "rope": _rope,
@@ -124,4 +138,5 @@ LM_OPS: dict[str, Lowering] = {
     "conv1d3": lambda cx, args, attrs, types, out: cx.g.call_function(_conv1d, tuple(args)),
     "cross_attention": _cross_attention,
     "padded_causal_attention": _padded_causal_attention,
+    "padded_window_attention": _padded_window_attention,
 }

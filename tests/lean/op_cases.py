@@ -270,6 +270,13 @@ LM_CASES = [
      "def f (q : T #[2, 4, 5, 8]) (k v : T #[2, 2, 5, 8]) (m : IT #[2, 5] 64) : "
      "T #[2, 4, 5, 8] := paddedCausalAttention q k v m (by decide)",
      ["argument 'keep' of 'paddedCausalAttention'", "IT #[2, 5] 64", "IT #[2, 5] 2"]),
+    # the window's bound and the context's must be one: `n` is fixed by `hw` first
+    ("paddedWindowAttention",
+     "def f (q : T #[2, 4, 5, 8]) (k v : T #[2, 2, 5, 8]) (m : IT #[2, 5] 2) (hw : 3 ≤ 64) "
+     "(hT : 5 ≤ 64) : T #[2, 4, 5, 8] := paddedWindowAttention q k v m 3 hw hT (by decide)",
+     "def f (q : T #[2, 4, 5, 8]) (k v : T #[2, 2, 5, 8]) (m : IT #[2, 5] 2) (hw : 3 ≤ 64) "
+     "(hT : 5 ≤ 32) : T #[2, 4, 5, 8] := paddedWindowAttention q k v m 3 hw hT (by decide)",
+     ["argument 'hT' of 'paddedWindowAttention'", "5 ≤ 32", "5 ≤ 64"]),
 ]
 
 # Tyr/MoE.lean: the router, the experts, the load-balancing loss. The ids are typed by the
