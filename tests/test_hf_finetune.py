@@ -186,6 +186,14 @@ def _family_checkpoint(path: Path, vocab: int, family: str) -> str:
             vocab_size=vocab, hidden_size=24, intermediate_size=20, num_hidden_layers=2,
             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
             num_local_experts=3, num_experts_per_tok=2))
+    elif family in ("llama", "mistral", "qwen2"):
+        cfg, cls = {"llama": (tf.LlamaConfig, tf.LlamaForCausalLM),
+                    "mistral": (tf.MistralConfig, tf.MistralForCausalLM),
+                    "qwen2": (tf.Qwen2Config, tf.Qwen2ForCausalLM)}[family]
+        model = cls(cfg(vocab_size=vocab, hidden_size=24, intermediate_size=40,
+                        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                        max_position_embeddings=32, rope_theta=5e5,
+                        **({"sliding_window": 5} if family == "mistral" else {})))
     else:
         model = tf.Qwen3MoeForCausalLM(tf.Qwen3MoeConfig(
             vocab_size=vocab, hidden_size=24, moe_intermediate_size=12, num_hidden_layers=2,
@@ -193,16 +201,18 @@ def _family_checkpoint(path: Path, vocab: int, family: str) -> str:
             num_experts_per_tok=2, norm_topk_prob=True, max_position_embeddings=32,
             tie_word_embeddings=True))
     model.save_pretrained(path)
-    return {"gpt2": "gpt2Step", "mixtral": "mixtralStep", "qwen3_moe": "qwen3MoeTiedStep"}[family]
+    return {"gpt2": "gpt2Step", "mixtral": "mixtralStep", "qwen3_moe": "qwen3MoeTiedStep",
+            "llama": "llamaStep", "mistral": "mistralStep", "qwen2": "qwen2Step"}[family]
 
 
 @pytest.mark.parametrize("family,cls,model", [
     ("gpt2", "GPT2LMHeadModel", "gpt2"), ("mixtral", "MixtralForCausalLM", "mixtral"),
-    ("qwen3_moe", "Qwen3MoeForCausalLM", "qwen3MoeTied")])
+    ("qwen3_moe", "Qwen3MoeForCausalLM", "qwen3MoeTied"), ("llama", "LlamaForCausalLM", "llama"),
+    ("mistral", "MistralForCausalLM", "mistral"), ("qwen2", "Qwen2ForCausalLM", "qwen2")])
 def test_every_family_fine_tunes_samples_and_exports_as_itself(setup, tmp_path, capsys, family,
                                                                cls, model):
-    # GPT-2 as released and the mixtures of experts: trained from their checkpoints (the
-    # closing sample over the step model's caches), exported, loaded by transformers
+    # every family: trained from its checkpoint (the closing sample, and `tyr sample` of the
+    # run, over the step model's caches), exported, loaded by transformers
     vocab = json.loads((setup / "ckpt" / "config.json").read_text())["vocab_size"]
     step = _family_checkpoint(tmp_path / "ckpt", vocab, family)
     cfg = _config(tmp_path, setup / "data", max_iters=2, lr_decay_iters=2)
@@ -219,7 +229,11 @@ def test_every_family_fine_tunes_samples_and_exports_as_itself(setup, tmp_path, 
     assert f"model {model}Train" in said.out
     losses = _losses(tmp_path / "run")
     assert len(losses) == 2 and all(0 < x < 10 for x in losses), losses
-    assert (tmp_path / "run" / "sample.txt").read_text().startswith("abc")
+    sample = (tmp_path / "run" / "sample.txt").read_text()
+    assert sample.startswith("abc") and len(sample) == 3 + 6
+    assert main(["sample", "--run", str(tmp_path / "run"), "--temperature", "0",
+                 "--max-new-tokens", "6"]) == 0  # the run's sample table: prompt "abc"
+    assert capsys.readouterr().out.rstrip("\n") == sample
     assert main(["export", "--format", "hf", str(tmp_path / "run"), str(tmp_path / "hf")]) == 0
     capsys.readouterr()
     exported = tf.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
@@ -227,7 +241,8 @@ def test_every_family_fine_tunes_samples_and_exports_as_itself(setup, tmp_path, 
     tok = tf.AutoTokenizer.from_pretrained(tmp_path / "hf")
     x = torch.tensor([tok("abc ij")["input_ids"]])
     save_file({"input_ids": x}, tmp_path / "ids.safetensors")
-    lean = {"gpt2": "gpt2/GPT2.lean"}.get(family, "moe/MoE.lean")
+    lean = {"gpt2": "gpt2/GPT2.lean", "mixtral": "moe/MoE.lean",
+            "qwen3_moe": "moe/MoE.lean"}.get(family, "llama/Llama.lean")
     assert main(["run", f"examples/{lean}", "--model", model, "--run", str(tmp_path / "run"),
                  "--inputs", str(tmp_path / "ids.safetensors"),
                  "-o", str(tmp_path / "tyr.safetensors")]) == 0
