@@ -43,13 +43,15 @@ from bench import (  # noqa: E402
     memory,
     nanochat,
     safetensors_load,
+    sampling,
     threads,
 )
 
 BENCHMARKS = {"checker": checker, "cpu_kernels": cpu_kernels, "data": data,
               "defaults": defaults, "diffusion": diffusion, "executor": executor, "flux": flux,
               "gpt": gpt, "hf_load": hf_load, "kernels": kernels, "lsp": lsp, "memory": memory,
-              "nanochat": nanochat, "safetensors": safetensors_load, "threads": threads}
+              "nanochat": nanochat, "safetensors": safetensors_load, "sampling": sampling,
+              "threads": threads}
 # benchmarks whose run() also times the torch.compile path when asked (--compile)
 COMPILABLE = {"gpt"}
 COLUMNS = ("benchmark", "median ms", "p90 ms", "ratio", "goal", "verdict", "load", "")

@@ -130,8 +130,9 @@ def _utf8(value: Any, option: str) -> Any:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from pytyr.train.record import describe_checkpoint, read_run
+    from pytyr.train.record import describe_checkpoint, read_run, run_threads
     from pytyr.train.tasks.lm.chat import converse, newest_chat_run, open_chat
+    from pytyr.train.threads import threads_kept
 
     run_dir = Path(args.run) if args.run else newest_chat_run(Path("runs"))
     run = read_run(run_dir)
@@ -154,7 +155,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
         print(f"tyr chat: {message}", file=sys.stderr)
 
     lines = getattr(sys.stdin, "buffer", sys.stdin)  # bytes: a line that is not UTF-8 is named
-    converse(session, lines, write, warn, prompt="> " if interactive else "")
+    with threads_kept(run_threads(run_dir, args.checkpoint)):  # the count training chose
+        converse(session, lines, write, warn, prompt="> " if interactive else "")
     return 0
 
 

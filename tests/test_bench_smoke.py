@@ -182,3 +182,15 @@ def test_cpu_kernel_rows_judge_each_kernel_against_torch():
         assert _positive(c["pair_ratio_median"]) and c["max_abs_diff"] < 1e-4
     _rows_ok(cpu_kernels.rows(r), goals=1)
     json.dumps(r)
+
+
+def test_sampling_decodes_the_same_tokens_as_plain_pytorch_over_its_caches():
+    # tyr sample's decoding and the plain KV-cache loop of the same weights, through the
+    # 64-position context twice (its prefill again at 64): the same greedy tokens
+    from bench import sampling
+
+    d = sampling.bench_decode(max_new=80, rounds=1)
+    assert d["same_tokens"], d
+    assert all(_positive(v) for v in d["tokens_per_s"].values())
+    rows = sampling.rows({"goal_ratio": 1.0, "threads": 1, "decode": d})
+    assert rows[0].verdict in ("ok", "MISSED") and rows[1].verdict == ""

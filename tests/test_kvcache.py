@@ -19,10 +19,26 @@ from tiny_nanochat import MODELS, tiny_factory
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module", params=sorted(MODELS))
+def _gpt_factory() -> RunModel:
+    """examples/gpt/GPT.lean's model, every parameter drawn (biases and gains too)."""
+    from pytyr.pipeline import module_from_graph
+
+    source = LeanModels(ROOT / "examples" / "gpt" / "GPT.lean")
+    c = {"vocab": 37, "block": 12, "n_layer": 2, "n_head": 2, "head_dim": 8, "dropout": 0.0}
+    m = module_from_graph(source.graph("gptLogits", {"c": c, "b": 1, "t": 4}), seed=2)
+    gen = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * 0.3)
+    return RunModel(source, "gptLogits", {"c": c}, m.state_dict())
+
+
+@pytest.fixture(scope="module", params=sorted(MODELS) + ["gpt"])
 def model(request):
-    """(the model, its factory): today's layout (windows, value embeddings, smear, backout)
-    and January's."""
+    """(the model, its factory): nanochat's layout of today (windows, value embeddings,
+    smear, backout) and January's; the GPT example's."""
+    if request.param == "gpt":
+        return "gpt", _gpt_factory()
     return request.param, tiny_factory(MODELS[request.param], seed=2, proj_seed=3,
                                        model=request.param)
 

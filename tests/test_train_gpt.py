@@ -105,3 +105,34 @@ def test_train_resume_sample_and_run(tmp_path, cache, capsys):
     assert main([*argv[:-4], "--inputs", str(tmp_path / "long.safetensors"), "-o",
                  str(tmp_path / "x.safetensors")]) == 1
     assert "'h : t ≤ c.block'" in capsys.readouterr().err
+
+
+def test_sampling_shares_the_weights_at_the_runs_thread_count(tmp_path, cache, capsys,
+                                                              monkeypatch):
+    # the closing sample and `tyr sample` decode over gptStep's caches: a module per prefill
+    # length (not per context length), every one holding the run's tensors themselves, at the
+    # thread count the training chose; the process's count is as it was afterwards
+    from pytyr.train.tasks.lm.task import LanguageModelTask
+
+    seen = []
+    sample = LanguageModelTask.sample
+
+    def spy(self, factory, options, out_dir):
+        made = sample(self, factory, options, out_dir)
+        mods = [f.module for f in factory._forwards.values()]
+        ptrs = {t.data_ptr() for t in factory.weights.values()}
+        seen.append((torch.get_num_threads(), sorted(factory._forwards),
+                     all(p.data_ptr() in ptrs for m in mods for p in m.parameters())))
+        return made
+
+    monkeypatch.setattr(LanguageModelTask, "sample", spy)
+    torch.set_num_threads(2)
+    assert _run(tmp_path, cache, "--set", "train.max_iters=4", "--set", "train.threads=1") == 0
+    assert main(["sample", "--run", str(tmp_path), "--max-new-tokens", "30"]) == 0
+    capsys.readouterr()
+    assert torch.get_num_threads() == 2
+    for threads, shapes, shared in seen:  # 1 + 30 tokens over 16 positions: t = 1 and 8
+        assert threads == 1 and shared
+        assert shapes == [("gptStep", (("batch", 1), ("seq", 1))),
+                          ("gptStep", (("batch", 1), ("seq", 8)))], shapes
+    assert len(seen) == 2

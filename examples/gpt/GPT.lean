@@ -110,3 +110,40 @@ def gpt (c : GPTConfig) {b t : Nat} (h : t ≤ c.block) (p : GPTParams c)
     (idx : IT #[b, t] c.vocab) (targets : IT #[b, t] c.vocab) : T #[b, t, c.vocab] × T #[] :=
   let z := logits c h p idx
   (z, crossEntropy2 z targets)
+
+/-! ## Sampling over key/value caches
+
+`gptStep` takes the `t` new tokens `idx` at the positions `pos` (typed `< block`: the position
+table's rows are the caches' positions) and the keys and values of every block, stacked
+(`T #[n_layer, b, n_head, block, head_dim]`: each block reads the stacks' heads and pushes its
+updated caches at the end), and returns the new tokens' logits and the updated caches: a
+prompt's prefill, then one token a step, each step's work its own token's (`sample.step_model`).
+Every head has its own keys (`hh : n_head % n_head = 0`, decided on the values). -/
+
+/-- The key (or value) caches of every block, stacked. -/
+abbrev Cache (c : GPTConfig) (b : Nat) : Type :=
+  T #[c.n_layer, b, c.n_head, c.block, c.head_dim]
+
+/-- The stream of a step and the stacks of caches. -/
+abbrev Step (c : GPTConfig) (b t : Nat) : Type := T #[b, t, c.n_embd] × (Cache c b × Cache c b)
+
+/-- `block` at a step: attention over the caches with this step's keys and values written at
+`pos` (query `i` sees the cache positions `j ≤ pos[i]`), the caches pushed. -/
+def blockStep (c : GPTConfig) {b t : Nat} (hl : 0 < c.n_layer) (hh : c.n_head % c.n_head = 0)
+    (pos : IT #[t] c.block) (p : Block c) (s : Step c b t) : Step c b t :=
+  let qkv := linearBias3 (layerNorm3 s.fst p.ln_1 p.ln_1_bias) p.attn.c_attn p.attn.c_attn_bias
+  let k := cacheWrite (stackHead s.snd.fst hl) (splitHeads (third qkv 1)) pos
+  let v := cacheWrite (stackHead s.snd.snd hl) (splitHeads (third qkv 2)) pos
+  let y := mergeHeads (cachedAttention (splitHeads (third qkv 0)) k v pos hh)
+  let x := add s.fst (linearBias3 y p.attn.c_proj p.attn.c_proj_bias)
+  (add x (mlp c p.mlp (layerNorm3 x p.ln_2 p.ln_2_bias)),
+    (stackPush s.snd.fst k, stackPush s.snd.snd v))
+
+/-- One decoding step: the new tokens' logits and the updated caches. -/
+@[model]
+def gptStep (c : GPTConfig) {b t : Nat} (hl : 0 < c.n_layer) (hh : c.n_head % c.n_head = 0)
+    (p : GPTParams c) (idx : IT #[b, t] c.vocab) (pos : IT #[t] c.block)
+    (k_cache v_cache : Cache c b) : T #[b, t, c.vocab] × (Cache c b × Cache c b) :=
+  let x := addRows (embedding2 idx p.wte) (embedding pos p.wpe)
+  let s := p.blocks.foldl (fun s blk => blockStep c hl hh pos blk s) (x, (k_cache, v_cache))
+  (linear3 (layerNorm3 s.fst p.ln_f p.ln_f_bias) p.wte, s.snd)

@@ -22,6 +22,7 @@ from torch.utils.checkpoint import checkpoint
 
 from pytyr.errors import ConfigError
 from pytyr.exec.ops import Lower
+from pytyr.exec.stacks import stacks_as_tensors
 from pytyr.ir.graph import Graph, Node
 
 LowerNode = Callable[[Lower, Node, dict[str, fx.Node]], None]
@@ -67,6 +68,7 @@ def lower_block(graph: Graph, first: int, last: int, env: dict[str, fx.Node], cx
     for n in nodes:
         lower_node(sub_cx, n, sub_env)
     sub.output(tuple(sub_env[r] for r in results))
+    stacks_as_tensors(sub)  # what leaves the block is a tensor
     sub.lint()
     name = f"block{len(root._modules)}"
     root.add_module(name, fx.GraphModule(nn.Module(), sub))

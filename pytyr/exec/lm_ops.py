@@ -112,7 +112,7 @@ def padded_causal_mask(keep: torch.Tensor) -> torch.Tensor:
 def _padded_causal_attention(cx: Lower, args, attrs, types, out) -> fx.Node:
     # q: [b, h, t, d], k, v: [b, g, t, d], keep: i64[b, t] -> [b, h, t, d]
     q, k, v, keep = args
-    mask = cx.g.call_function(padded_causal_mask, (keep,))
+    mask = cx.once(padded_causal_mask, keep)
     return cx.g.call_function(F.scaled_dot_product_attention, (q, k, v),
                               {"attn_mask": mask, "enable_gqa": True})
 
@@ -126,7 +126,7 @@ def padded_window_mask(keep: torch.Tensor, w: int) -> torch.Tensor:
 def _padded_window_attention(cx: Lower, args, attrs, types, out) -> fx.Node:
     # as padded_causal_attention, query i seeing keys i - w … i
     q, k, v, keep = args
-    mask = cx.g.call_function(padded_window_mask, (keep, int(attrs["w"])))
+    mask = cx.once(padded_window_mask, keep, int(attrs["w"]))
     return cx.g.call_function(F.scaled_dot_product_attention, (q, k, v),
                               {"attn_mask": mask, "enable_gqa": True})
 

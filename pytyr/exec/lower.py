@@ -27,6 +27,7 @@ from pytyr.errors import ExecError
 from pytyr.exec.blocks import lower_block, spans
 from pytyr.exec.kernels import KernelRouter
 from pytyr.exec.ops import OPS, TORCH_DTYPES, Lower
+from pytyr.exec.stacks import stacks_as_tensors
 from pytyr.ir.graph import Graph, Input, Node, Param
 
 # Attributes a plain nn.Module keeps in its own __dict__ and reassigns later (`training`
@@ -251,6 +252,7 @@ def _lower(graph: Graph, kernels: str | None = None, checkpoint_blocks: bool = F
     except KeyError as e:
         raise ExecError(f"an output refers to {e.args[0]!r}, which is not defined") from None
     g.output(results)
+    stacks_as_tensors(g)
     g.lint()
     router.log_summary(graph.model)
     return fx.GraphModule(root, g)

@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import fx
 
+from pytyr.exec.stacks import stack_first, stack_pushed
+
 if TYPE_CHECKING:
     from pytyr.exec.ops import Lower, Lowering
 
@@ -62,7 +64,7 @@ def _window_attention(cx: Lower, args, attrs, types, out) -> fx.Node:
         return cx.g.call_function(F.scaled_dot_product_attention, (q, k, v),
                                   {"is_causal": True, "enable_gqa": True})
     device = cx.g.call_function(getattr, (q, "device"))
-    mask = cx.g.call_function(window_mask, (t, w, device))
+    mask = cx.once(window_mask, t, w, device)
     return cx.g.call_function(F.scaled_dot_product_attention, (q, k, v),
                               {"attn_mask": mask, "enable_gqa": True})
 
@@ -71,7 +73,7 @@ def _cached_window_attention(cx: Lower, args, attrs, types, out) -> fx.Node:
     # q: [b, h, t, d], k, v: [b, g, n, d], pos: i64[t] -> [b, h, t, d], masked to
     # pos[i] - w <= j <= pos[i]
     q, k, v, pos = args
-    mask = cx.g.call_function(cached_window_mask, (pos, types[1].shape[2], int(attrs["w"])))
+    mask = cx.once(cached_window_mask, pos, types[1].shape[2], int(attrs["w"]))
     return cx.g.call_function(F.scaled_dot_product_attention, (q, k, v),
                               {"attn_mask": mask, "enable_gqa": True})
 
@@ -89,13 +91,6 @@ def _narrow_last3(cx: Lower, args, attrs, types, out) -> fx.Node:
 def _last_seq3(cx: Lower, args, attrs, types, out) -> fx.Node:
     # x: [b, t, d] -> x[:, -1:]: [b, 1, d] (a view)
     return cx.g.call_function(torch.narrow, (args[0], 1, types[0].shape[1] - 1, 1))
-
-
-def _stack_push1(cx: Lower, args, attrs, types, out) -> fx.Node:
-    # s: [l], x: [] -> cat(s[1:], x[None]): [l]
-    s, x = args
-    rest = cx.g.call_function(torch.narrow, (s, 0, 1, types[0].shape[0] - 1))
-    return cx.g.call_function(torch.cat, ([rest, cx.g.call_method("reshape", (x, 1))], 0))
 
 
 def _basis_lowering(cx: Lower, args, attrs, types, out) -> fx.Node:
@@ -125,7 +120,8 @@ MIX_OPS: dict[str, Lowering] = {
     "cached_window_attention": _cached_window_attention,
     # s: [l] -> s[0]: [];  stack_push1: cat(s[1:], x[None]);  basis: a at i of l zeros
     "stack_head1": lambda cx, args, attrs, types, out: cx.g.call_function(
-        torch.select, (args[0], 0, 0)),
-    "stack_push1": _stack_push1,
+        stack_first, (args[0],)),
+    "stack_push1": lambda cx, args, attrs, types, out: cx.g.call_function(
+        stack_pushed, tuple(args)),
     "basis": _basis_lowering,
 }

@@ -25,6 +25,7 @@ from pytyr.exec.lm_ops import LM_OPS
 from pytyr.exec.mix_ops import MIX_OPS
 from pytyr.exec.moe_ops import MOE_OPS
 from pytyr.exec.shape_ops import SHAPE_OPS
+from pytyr.exec.stacks import stack_first, stack_pushed
 from pytyr.ir.graph import TensorType
 
 TORCH_DTYPES: dict[str, torch.dtype] = {"f32": torch.float32, "i64": torch.int64}
@@ -35,6 +36,15 @@ class Lower:
     g: fx.Graph
     training: fx.Node  # a bool input: dropout is active only while training
     splits: dict[tuple[fx.Node, int], fx.Node] = field(default_factory=dict)
+    shared: dict[tuple[Any, ...], fx.Node] = field(default_factory=dict)
+
+    def once(self, fn: Callable[..., Any], *args: Any) -> fx.Node:
+        """`fn(*args)` as one node however many lowerings ask for it: the attention mask of
+        a step's positions is every layer's."""
+        key = (fn, *args)
+        if key not in self.shared:
+            self.shared[key] = self.g.call_function(fn, args)
+        return self.shared[key]
 
 
 Lowering = Callable[[Lower, list[fx.Node], dict[str, Any], list[TensorType], TensorType], fx.Node]
@@ -193,7 +203,7 @@ def cache_mask(pos: torch.Tensor, n: int) -> torch.Tensor:
 def _cached_attention(cx: Lower, args, attrs, types, out) -> fx.Node:
     # q: [b, h, t, d], k, v: [b, g, n, d], pos: i64[t] -> [b, h, t, d], masked to j <= pos[i]
     q, k, v, pos = args
-    mask = cx.g.call_function(cache_mask, (pos, types[1].shape[2]))
+    mask = cx.once(cache_mask, pos, types[1].shape[2])
     return cx.g.call_function(F.scaled_dot_product_attention, (q, k, v),
                               {"attn_mask": mask, "enable_gqa": True})
 
@@ -204,11 +214,6 @@ def _cache_write(cx: Lower, args, attrs, types, out) -> fx.Node:
     return cx.g.call_function(torch.index_copy, (cache, 2, pos, x))
 
 
-def _stack_push(cx: Lower, args, attrs, types, out) -> fx.Node:
-    # s: [l, *r], x: [*r] -> cat(s[1:], x[None]): [l, *r]
-    s, x = args
-    rest = cx.g.call_function(torch.narrow, (s, 0, 1, types[0].shape[0] - 1))
-    return cx.g.call_function(torch.cat, ([rest, cx.g.call_method("unsqueeze", (x, 0))], 0))
 
 
 def _split_heads(cx: Lower, args, attrs, types, out) -> fx.Node:
@@ -342,7 +347,7 @@ OPS: dict[str, Lowering] = {
     "rotary_at": _rotary_at,
     "cache_write": _cache_write,
     "cached_attention": _cached_attention,
-    # s: [l, *r] -> s[0]: [*r] (a view);  stack_push: cat(s[1:], x[None])
-    "stack_head": _call(torch.select, 0, 0),
-    "stack_push": _stack_push,
+    # s: [l, *r] -> s[0]: [*r] (a view);  stack_push: s[1:] then x, as a list (stack_pushed)
+    "stack_head": _call(stack_first),
+    "stack_push": _call(stack_pushed),
 }

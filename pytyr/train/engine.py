@@ -220,7 +220,9 @@ class Engine:
             module = distributed.StateView(distributed.full_state_dict(module))
         if distributed.is_main():
             save_checkpoint(self.best, module=module, optimizers=None, step=step,
-                            config=_jsonable(trajectory(self.cfg)), extra={"val": val})
+                            config=_jsonable(trajectory(self.cfg)),
+                            extra={"val": val, **({"threads": self.threads.threads}
+                                                  if self.threads is not None else {})})
 
     def _best_val(self) -> float:
         return min((e["val"] for e in self.history["evals"] if e["step"] > 0 and "val" in e),

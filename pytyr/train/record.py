@@ -78,6 +78,16 @@ def describe_checkpoint(run_dir: Path, checkpoint: str = "best") -> str:
     return f"{where} (step {state['step']}" + (f", val {val:.4f})" if val is not None else ")")
 
 
+def run_threads(run_dir: Path, checkpoint: str = "best") -> int | None:
+    """The thread count the run's training chose, as its `checkpoint` records it; None where
+    it chose none (a device, an environment's count) or the record is older."""
+    from pytyr.train.checkpoint import read_state
+
+    state = read_state(checkpoint_dir(run_dir, checkpoint), files=[])  # its files: the reader's
+    threads = state.get("extra", {}).get("threads")
+    return threads if isinstance(threads, int) and threads > 0 else None
+
+
 def run_weights(run_dir: Path, checkpoint: str = "best") -> dict[str, Any]:
     """The trained weights of a run (`checkpoint_dir`), verified against their SHA-256, read
     through the validating reader."""

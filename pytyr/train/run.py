@@ -28,12 +28,14 @@ from pytyr.train.record import (
     checkpoint_dir,
     describe_checkpoint,
     read_run,
+    run_threads,
     run_weights,
     sample_dir,
 )
 from pytyr.train.settings import RunConfig, load_run_config
 from pytyr.train.task import SampleOutput, Task, TaskContext
 from pytyr.train.tasks import sample_options, task_class, task_options, task_record
+from pytyr.train.threads import threads_kept
 
 
 def graph_values(source: ModelSource, model: str, raw: dict[str, Any], where: str
@@ -168,7 +170,8 @@ def _train(run: Checked, claimed: Any, resume: bool, progress: bool,
         if task.SampleOptions is not None:
             print(f"sampling with {describe_checkpoint(out, 'best')}")
             trained = run.model.with_weights(run_weights(out, "best"), "the trained weights")
-    made = task.sample(trained, run.sampling, out)
+    with threads_kept(engine.threads.threads if engine.threads is not None else None):
+        made = task.sample(trained, run.sampling, out)
     text = _keep_sample(made, out)
     wrote += made.files if made is not None else []
     print(f"wrote {', '.join(map(str, wrote))}")
@@ -213,6 +216,7 @@ def sample(source: ModelSource, run_dir: Path, overrides: dict[str, Any],
     task.prepare()
     model = RunModel.trained(source, run, run_dir, checkpoint)
     out = sample_dir(run_dir)
-    made = task.sample(model, options, out) or SampleOutput()
+    with threads_kept(run_threads(run_dir, checkpoint)):
+        made = task.sample(model, options, out) or SampleOutput()
     _keep_sample(made, out)
     return made

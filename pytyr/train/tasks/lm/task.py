@@ -80,6 +80,7 @@ class LanguageModelTask(Task):
     def check_sampling(self, instantiate: ModelFactory, options: Any) -> None:
         if options is None or options.max_new_tokens == 0:
             return
+        _, feeds = self._sampling(options)  # the prompt encodes, before any step
         if options.step_model is not None:
             from pytyr.train.tasks.lm.kvcache import check_outputs, check_positions, step_feeds
 
@@ -89,9 +90,7 @@ class LanguageModelTask(Task):
             types = graph.types()
             check_outputs(graph.inputs, [types[o.ref] for o in graph.outputs], name)
             check_positions(graph.inputs, self.options.seq, name)
-            return
-        _, feeds = self._sampling(options)
-        instantiate(options.model, feeds, {"batch": 1, "seq": 1})
+        instantiate(options.model, feeds, {"batch": 1, "seq": 1})  # named: checked too
 
     def sample(self, factory: ModelFactory, options: Any, out_dir: Path) -> SampleOutput | None:
         if options is None or options.max_new_tokens == 0:
