@@ -8,6 +8,7 @@ import Tyr.Decode
 import Tyr.Mix
 import Tyr.LM
 import Tyr.MoE
+import Tyr.Conv
 
 /-!
 # Tyr — shape-typed tensors and models in Lean 4

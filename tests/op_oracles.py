@@ -345,3 +345,9 @@ MOE_ORACLES = {
 # the ids of each op's index input: distinct at every position, as a router's
 MOE_INTS = {op: _IDS for op in ("router_weights", "expert_add", "rotate_ids", "router_load")}
 ORACLES.update(MOE_ORACLES)
+
+# Tyr/Conv.lean (tests/conv_oracles.py)
+from conv_oracles import CONV_IMPLICIT, CONV_ORACLES  # noqa: E402
+
+ORACLES.update(CONV_ORACLES)
+ORACLE_IMPLICIT.update(CONV_IMPLICIT)

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphs import GraphBuilder, mlp
+from conv_oracles import CONV_POSITIVE
 from op_oracles import MOE_INTS, ORACLE_IMPLICIT, ORACLES
 from pytyr.errors import ExecError
 from pytyr.exec.lower import TyrModule, build_module
@@ -198,7 +199,10 @@ def test_op_forward_and_backward(op, signatures):
             args.append(torch.tensor(fixed) if fixed
                         else torch.randint(0, high, shape, generator=gen))
         else:
-            args.append((torch.randn(shape, generator=gen) * 0.7).requires_grad_())
+            x = torch.randn(shape, generator=gen) * 0.7
+            if len(args) in CONV_POSITIVE.get(op, ()):  # a variance
+                x = x.abs() + 0.1
+            args.append(x.requires_grad_())
     (out,) = module(*args)
     expected = reference(*args)
     assert out.shape == torch.Size(out_shape)

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from tests.lean.helpers import check_src, one_error
-from tests.lean.op_cases import DIT_CASES, LM_CASES, MIX_CASES, MOE_CASES, SHAPE_CASES
+from tests.lean.op_cases import (
+    CONV_CASES,
+    DIT_CASES,
+    LM_CASES,
+    MIX_CASES,
+    MOE_CASES,
+    SHAPE_CASES,
+)
 
 # (name, accepted source, rejected source, fragments the error must contain)
 CASES = [
@@ -211,8 +218,8 @@ CASES = [
      "stackPush s x",
      ["argument 'x' of 'stackPush'", "T #[1, 2, 9, 16]", "T #[1, 2, 8, 16]"]),
 ]
-# Tyr/{Shape,DiT,Mix,LM,MoE}.lean
-CASES += SHAPE_CASES + DIT_CASES + MIX_CASES + LM_CASES + MOE_CASES
+# Tyr/{Shape,DiT,Mix,LM,MoE,Conv}.lean
+CASES += SHAPE_CASES + DIT_CASES + MIX_CASES + LM_CASES + MOE_CASES + CONV_CASES
 
 
 @pytest.mark.parametrize("name,good,bad,frags", CASES, ids=[c[0] for c in CASES])

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx
 
+from pytyr.exec.conv_ops import CONV_OPS
 from pytyr.exec.dit_ops import DIT_OPS
 from pytyr.exec.lm_ops import LM_OPS
 from pytyr.exec.mix_ops import MIX_OPS
@@ -342,6 +343,7 @@ OPS: dict[str, Lowering] = {
     **MIX_OPS,
     **LM_OPS,
     **MOE_OPS,
+    **CONV_OPS,
     # grouped-query attention; KV-cache decoding (Tyr/Decode.lean)
     "gqa_attention": _gqa_attention,
     "rotary_at": _rotary_at,

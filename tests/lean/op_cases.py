@@ -318,3 +318,71 @@ MOE_CASES = [
      "def f (l : T #[2, 4]) : T #[] := balanceLoss l 0 (by decide)",
      ["`by decide` failed", "0 < 0"]),
 ]
+
+# Tyr/Conv.lean: channels first, the output size in the type; channels-last input, a wrong
+# padding or stride, groups that do not divide, a latent width that is not 4 × the channels
+CONV_CASES = [
+    # a 3 × 3 kernel at stride 2, padding 1: 8 → 4; declared 8 (the padding of a same conv)
+    ("conv2d",
+     "def f (x : T #[2, 3, 8, 8]) (w : T #[4, 3, 3, 3]) (b : T #[4]) : T #[2, 4, 4, 4] := "
+     "conv2d x w b 2 1 1",
+     "def f (x : T #[2, 3, 8, 8]) (w : T #[4, 3, 3, 3]) (b : T #[4]) : T #[2, 4, 8, 8] := "
+     "conv2d x w b 2 1 1",
+     ["conv2d", "T #[2, 4, 4, 4]", "T #[2, 4, 8, 8]"]),
+    # 6 channels in groups of 3: groups 2; the weight of 4 input channels needs 8
+    ("conv2dGroups",
+     "def f (x : T #[2, 6, 5, 5]) (w : T #[4, 3, 3, 3]) (b : T #[4]) : T #[2, 4, 5, 5] := "
+     "conv2dGroups x w b 1 1 1 2",
+     "def f (x : T #[2, 6, 5, 5]) (w : T #[4, 4, 3, 3]) (b : T #[4]) : T #[2, 4, 5, 5] := "
+     "conv2dGroups x w b 1 1 1 2",
+     ["hc", "6 = 2 * 4"]),
+    # channels-last input: the channels are not where the weight takes them
+    ("conv2dSame",
+     "def f (x : T #[2, 3, 8, 8]) (w : T #[4, 3, 3, 3]) (b : T #[4]) : T #[2, 4, 8, 8] := "
+     "conv2dSame x 1 w b",
+     "def f (x : T #[2, 8, 8, 3]) (w : T #[4, 3, 3, 3]) (b : T #[4]) : T #[2, 4, 8, 8] := "
+     "conv2dSame x 1 w b",
+     ["argument 'x' of 'conv2dSame'", "T #[2, 8, 8, 3]", "T #[2, ?i, 8, 8]"]),
+    ("conv2dDown",
+     "def f (h w : Nat) (x : T #[2, 3, 2 * h, 2 * w]) (k : T #[4, 3, 3, 3]) (b : T #[4]) : "
+     "T #[2, 4, h, w] := conv2dDown x k b",
+     "def f (h w : Nat) (x : T #[2, 3, 2 * h, 2 * w]) (k : T #[4, 3, 3, 3]) (b : T #[4]) : "
+     "T #[2, 4, 2 * h, 2 * w] := conv2dDown x k b",
+     ["argument 'x' of 'conv2dDown'", "T #[2, 3, 2 * h, 2 * w]", "2 * (2 * h)"]),
+    ("conv1d",
+     "def f (x : T #[2, 3, 10]) (w : T #[4, 3, 3]) (b : T #[4]) : T #[2, 4, 4] := "
+     "conv1d x w b 2 0 1",
+     "def f (x : T #[2, 3, 10]) (w : T #[4, 3, 3]) (b : T #[4]) : T #[2, 4, 5] := "
+     "conv1d x w b 2 0 1",
+     ["conv1d", "T #[2, 4, 4]", "T #[2, 4, 5]"]),
+    # 32 groups do not divide 48 channels
+    ("groupNorm",
+     "def f (x : T #[2, 64, 4, 4]) (w b : T #[64]) : T #[2, 64, 4, 4] := groupNorm x w b 32",
+     "def f (x : T #[2, 48, 4, 4]) (w b : T #[48]) : T #[2, 48, 4, 4] := groupNorm x w b 32",
+     ["hg", "48 % 32 = 0"]),
+    ("batchNormEval",
+     "def f (x : T #[2, 8, 4, 4]) (m v : T #[8]) : T #[2, 8, 4, 4] := batchNormEval x m v",
+     "def f (x : T #[2, 8, 4, 4]) (m v : T #[4]) : T #[2, 8, 4, 4] := batchNormEval x m v",
+     ["argument 'mean' of 'batchNormEval'", "T #[4]", "T #[8]"]),
+    ("batchNormInverse",
+     "def f (x : T #[2, 8, 4, 4]) (m v : T #[8]) : T #[2, 8, 4, 4] := batchNormInverse x m v",
+     "def f (x : T #[2, 8, 4, 4]) (m v : T #[4]) : T #[2, 8, 4, 4] := batchNormInverse x m v",
+     ["argument 'mean' of 'batchNormInverse'", "T #[4]", "T #[8]"]),
+    ("upsampleNearest",
+     "def f (h w : Nat) (x : T #[2, 3, h, w]) : T #[2, 3, 2 * h, 2 * w] := upsampleNearest x 2",
+     "def f (h w : Nat) (x : T #[2, 3, h, w]) : T #[2, 3, 2 * h, 2 * w] := upsampleNearest x 3",
+     ["upsampleNearest", "T #[2, 3, 3 * h, 3 * w]", "T #[2, 3, 2 * h, 2 * w]"]),
+    # FLUX.2's latents: 32 VAE channels unshuffled 2 × 2 are 128, not 32 * 2
+    ("pixelUnshuffle",
+     "def f (h w : Nat) (x : T #[1, 32, 2 * h, 2 * w]) : T #[1, 32 * (2 * 2), h, w] := "
+     "pixelUnshuffle 2 x",
+     "def f (h w : Nat) (x : T #[1, 32, 2 * h, 2 * w]) : T #[1, 32 * 2, h, w] := "
+     "pixelUnshuffle 2 x",
+     ["pixelUnshuffle", "T #[1, 128, h, w]", "T #[1, 64, h, w]"]),
+    ("pixelShuffle",
+     "def f (h w : Nat) (x : T #[1, 32 * (2 * 2), h, w]) : T #[1, 32, 2 * h, 2 * w] := "
+     "pixelShuffle 2 x",
+     "def f (h w : Nat) (x : T #[1, 32 * (2 * 2), h, w]) : T #[1, 32, 4 * h, 4 * w] := "
+     "pixelShuffle 2 x",
+     ["argument 'x' of 'pixelShuffle'", "T #[1, 128, h, w]"]),
+]
