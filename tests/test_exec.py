@@ -9,8 +9,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphs import GraphBuilder, mlp
 from conv_oracles import CONV_POSITIVE
+from graphs import GraphBuilder, mlp
 from op_oracles import MOE_INTS, ORACLE_IMPLICIT, ORACLES
 from pytyr.errors import ExecError
 from pytyr.exec.lower import TyrModule, build_module
