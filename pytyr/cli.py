@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 from .config import merge, parse_set, read_json, refuse_unread
 from .errors import ConfigError, Interrupted, LeanError, TyrError
-from .export import FORMATS as EXPORT_FORMATS
+from .export.commands import register as register_export
 from .paths import input_file
 from .sampling import register_sampling
 
@@ -203,14 +203,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_export(args: argparse.Namespace) -> int:
-    from .export import export_run
-
-    out = export_run(args.format, Path(args.run), Path(args.out), args.checkpoint)
-    print(f"wrote {out} ({args.format})")
-    return 0
-
-
 def cmd_import(args: argparse.Namespace) -> int:
     from .export.from_nanochat import import_nanochat
     from .pipeline import LeanModels
@@ -321,18 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_sampling(sub, _sub, _add_checkpoint)
 
-    e = _sub(sub, "export", "export a trained run to another framework's format",
-             "Export a trained language-model run as a Hugging Face directory (config.json, "
-             "model.safetensors, tokenizer files, generation_config.json) that "
-             "AutoTokenizer and AutoModelForCausalLM load: the GPT example as GPT-2 "
-             "(hf-gpt2), nanochat as NanoChat (hf-nanochat), a Hugging Face family's own "
-             "model (examples/llama) as that family; hf picks by the run's model.",
-             "  tyr export --format hf runs/gpt out/gpt2")
-    e.add_argument("--format", required=True, choices=list(EXPORT_FORMATS))
-    e.add_argument("run", metavar="RUN_DIR")
-    e.add_argument("out", metavar="OUT_DIR")
-    _add_checkpoint(e)
-    e.set_defaults(fn=cmd_export)
+    register_export(sub, _sub, _add_checkpoint)
 
     im = _sub(sub, "import", "import another framework's checkpoint",
               "Read a checkpoint of nanochat's own (`model_NNNNNN.pt` and `meta_NNNNNN.json` "

@@ -33,11 +33,12 @@ def source_from_origin(origin: Any, where: str) -> Any:
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
-    from pytyr.train.record import describe_checkpoint, read_run
+    from pytyr.train.record import read_run
     from pytyr.train.run import sample
+    from pytyr.train.tasks import named_task_module
 
     overrides = _sample_overrides(args, ("prompt", "max_new_tokens", "temperature", "top_k",
-                                         "seed"), also=("model",) if args.weights else ())
+                                         "seed"), also=("model",) if args.weights else ("task",))
     if args.weights:  # a checkpoint, no run: its family's step model and tokenizer
         model_table = parse_set(args.set or []).get("model", {})
         print(sample_checkpoint(args.weights, args.hf_config, args.file, args.model, overrides,
@@ -45,11 +46,12 @@ def cmd_sample(args: argparse.Namespace) -> int:
         return 0
     if args.model is not None:
         overrides["model"] = args.model
+    module = named_task_module(args.set, "sample")
     run_dir = Path(args.run)
     run = read_run(run_dir)
     source = source_from_origin(run["origin"], f"{run_dir}/run.json")
-    print(f"weights: {describe_checkpoint(run_dir, args.checkpoint)}", file=sys.stderr)
-    made = sample(source, run_dir, overrides, args.checkpoint)
+    made = sample(source, run_dir, overrides, args.checkpoint, module,
+                  say=lambda m: print(m, file=sys.stderr))
     if made.text is not None:
         print(made.text)
     for path in made.files:
@@ -131,15 +133,21 @@ def _utf8(value: Any, option: str) -> Any:
 
 def cmd_chat(args: argparse.Namespace) -> int:
     from pytyr.train.record import describe_checkpoint, read_run, run_threads
+    from pytyr.train.tasks import named_task_module
     from pytyr.train.tasks.lm.chat import converse, newest_chat_run, open_chat
     from pytyr.train.threads import threads_kept
 
+    overrides = _sample_overrides(args, ("max_new_tokens", "temperature", "top_k", "seed"),
+                                  also=("task",))
+    module = named_task_module(args.set, "chat")
+    if module is not None and not args.run:
+        raise ConfigError("--set task.module names the module of one run: give that run "
+                          "with --run DIR")
     run_dir = Path(args.run) if args.run else newest_chat_run(Path("runs"))
     run = read_run(run_dir)
     source = source_from_origin(run["origin"], f"{run_dir}/run.json")
-    overrides = _sample_overrides(args, ("max_new_tokens", "temperature", "top_k", "seed"))
     session = open_chat(source, run_dir, overrides, stop=_utf8(args.stop, "--stop"),
-                        checkpoint=args.checkpoint)
+                        checkpoint=args.checkpoint, task_module=module)
     interactive = sys.stdin.isatty()
     if interactive or not args.run:
         print(f"chatting with {describe_checkpoint(run_dir, args.checkpoint)}"
@@ -158,6 +166,11 @@ def cmd_chat(args: argparse.Namespace) -> int:
     with threads_kept(run_threads(run_dir, args.checkpoint)):  # the count training chose
         converse(session, lines, write, warn, prompt="> " if interactive else "")
     return 0
+
+
+_SET_HELP = ("a sampling option over the run's; task.module=PATH: the task module of your "
+             "own the run was trained with (a run directory's code is never imported; "
+             "checked by its SHA-256)")
 
 
 def register_sampling(sub: Any, make_sub: Callable[..., argparse.ArgumentParser],
@@ -183,7 +196,7 @@ def register_sampling(sub: Any, make_sub: Callable[..., argparse.ArgumentParser]
     s.add_argument("--seed", type=int)
     s.add_argument("--model", help="the @[model] that gives logits (with --weights: whose "
                    "…Step decodes)")
-    s.add_argument("--set", action="append", metavar="sample.KEY=VALUE")
+    s.add_argument("--set", action="append", metavar="sample.KEY=VALUE", help=_SET_HELP)
     add_checkpoint(s)
     s.set_defaults(fn=cmd_sample)
 
@@ -202,6 +215,6 @@ def register_sampling(sub: Any, make_sub: Callable[..., argparse.ArgumentParser]
     ch.add_argument("--top-k", type=int)
     ch.add_argument("--seed", type=int)
     ch.add_argument("--stop", metavar="TEXT", help="end a reply where it writes TEXT")
-    ch.add_argument("--set", action="append", metavar="sample.KEY=VALUE")
+    ch.add_argument("--set", action="append", metavar="sample.KEY=VALUE", help=_SET_HELP)
     add_checkpoint(ch)
     ch.set_defaults(fn=cmd_chat)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytyr.cli import main
+from pytyr.digest import file_sha256
 
 MLP = Path(__file__).resolve().parents[1] / "examples" / "mlp" / "MLP.lean"
 XOR = textwrap.dedent('''
@@ -76,7 +77,8 @@ def test_a_task_file_trains_and_is_recorded(tmp_path, capsys, monkeypatch):
     assert _train(tmp_path, "xor_task.py") == 0
     assert "task xor: xor: 512 rows" in capsys.readouterr().out
     run = json.loads((tmp_path / "run" / "run.json").read_text())
-    assert run["task"] == {"name": "xor", "rows": 512, "module": str(tmp_path / "xor_task.py")}
+    assert run["task"] == {"name": "xor", "rows": 512, "module": str(tmp_path / "xor_task.py"),
+                           "module_sha256": file_sha256(tmp_path / "xor_task.py")}
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["final_val_loss"] < metrics["history"]["evals"][0]["val"]
 

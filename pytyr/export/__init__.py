@@ -16,7 +16,9 @@ from pytyr.errors import ConfigError
 FORMATS = ("hf", "hf-gpt2", "hf-nanochat")
 
 
-def export_run(fmt: str, run_dir: Path, out: Path, checkpoint: str = "best") -> Path:
+def export_run(fmt: str, run_dir: Path, out: Path, checkpoint: str = "best",
+               task_module: str | None = None) -> Path:
+    """`task_module`: the user's `--set task.module` (`tasks.recorded_task_class`)."""
     from pytyr.train.checkpoint import checkpoint_around
 
     inside = checkpoint_around(out)
@@ -26,5 +28,5 @@ def export_run(fmt: str, run_dir: Path, out: Path, checkpoint: str = "best") -> 
     if fmt in FORMATS:
         from pytyr.export.hf import export_hf
 
-        return export_hf(run_dir, out, fmt[3:] or None, checkpoint)
+        return export_hf(run_dir, out, fmt[3:] or None, checkpoint, task_module)
     raise ConfigError(f"unknown export format {fmt!r} (known: {', '.join(FORMATS)})")

@@ -27,13 +27,14 @@ from pytyr.paths import output_dir
 ARCHITECTURES = ("gpt2", "nanochat")
 
 
-def _language_task(run: dict[str, Any], run_dir: Path) -> type:
-    """The run's task class, refused unless it is a language model's."""
-    from pytyr.train.tasks import task_class
+def _language_task(run: dict[str, Any], run_dir: Path, task_module: str | None) -> type:
+    """The run's task class (its module, if any, as the user names it again), refused unless
+    it is a language model's."""
+    from pytyr.train.tasks import recorded_task_class
     from pytyr.train.tasks.lm.task import LanguageModelTask
 
     where = f"{run_dir}/run.json"
-    cls = task_class(run["task"], where)
+    cls = recorded_task_class(run["task"], where, task_module)
     if not issubclass(cls, LanguageModelTask):
         raise ConfigError(f"{where}: task '{cls.name}' (model '{run['model']}') is not a "
                           f"language model's; only those have a transformers class to export "
@@ -65,9 +66,10 @@ def _architecture(weights: dict[str, Any], run_dir: Path) -> str:
 
 
 def export_hf(run_dir: Path, out: Path, arch: str | None = None,
-              checkpoint: str = "best") -> Path:
+              checkpoint: str = "best", task_module: str | None = None) -> Path:
     """Write the directory (module doc) for the run in `run_dir`, with the weights of its
-    `checkpoint` (`best` or `last`, `run.checkpoint_dir`); `arch` None reads it from them."""
+    `checkpoint` (`best` or `last`, `run.checkpoint_dir`); `arch` None reads it from them;
+    `task_module`: the user's `--set task.module` (`tasks.recorded_task_class`)."""
     from pytyr.export.hf_family import family_config, family_of_run, family_sizes
     from pytyr.export.hf_gpt2 import gpt2_config, gpt2_tensors
     from pytyr.export.hf_nanochat import nanochat_config, nanochat_tensors
@@ -77,7 +79,7 @@ def export_hf(run_dir: Path, out: Path, arch: str | None = None,
 
     run = read_run(run_dir)
     output_dir(out, "export directory")
-    cls = _language_task(run, run_dir)
+    cls = _language_task(run, run_dir, task_module)
     where = str(checkpoint_dir(run_dir, checkpoint))
     weights = run_weights(run_dir, checkpoint)
     family = family_of_run(run) if arch is None else None

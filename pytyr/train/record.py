@@ -1,7 +1,9 @@
 """A finished run read back: `run.json` verified, and the checkpoint a command uses.
 
 `tyr train` leaves in its directory `run.json` (what made the run: origin as an absolute
-path, so the run works from any directory; model, values, task, sample; with its checksum),
+path, so the run works from any directory; model, values, task, sample; with its checksum,
+which proves against damage, not against a hand: a task module it names is never imported,
+`tasks.recorded_task_class`),
 `ckpt/` (the last step) and, where an evaluation improved on it, `best/` (the weights of the
 lowest validation loss). Commands that use a run's weights take `best/` where it exists
 (`--checkpoint last` for the last step's), read through the validating reader and verified

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,13 @@ from pytyr.train.record import (
 )
 from pytyr.train.settings import RunConfig, load_run_config
 from pytyr.train.task import SampleOutput, Task, TaskContext
-from pytyr.train.tasks import sample_options, task_class, task_options, task_record
+from pytyr.train.tasks import (
+    recorded_task_class,
+    sample_options,
+    task_class,
+    task_options,
+    task_record,
+)
 from pytyr.train.threads import threads_kept
 
 
@@ -203,14 +210,19 @@ def _keep_sample(made: SampleOutput | None, out: Path) -> str | None:
 
 
 def sample(source: ModelSource, run_dir: Path, overrides: dict[str, Any],
-           checkpoint: str = "best") -> SampleOutput:
+           checkpoint: str = "best", task_module: str | None = None,
+           say: Callable[[str], None] | None = None) -> SampleOutput:
     """`tyr sample --run DIR`: the run's task and trained weights, its sampling options with
-    `overrides` on top; the sample's text and files are saved in a new `samples/NNN/`."""
+    `overrides` on top; the sample's text and files are saved in a new `samples/NNN/`.
+    `task_module`: the user's `--set task.module` (`tasks.recorded_task_class`); `say`: told
+    which weights, once the task is known."""
     run = read_run(run_dir)
     where = f"{run_dir}/run.json"
-    cls = task_class(run["task"], where)
+    cls = recorded_task_class(run["task"], where, task_module)
     if cls.SampleOptions is None:
         raise ConfigError(f"{run_dir}: task '{cls.name}' does not sample")
+    if say is not None:
+        say(f"weights: {describe_checkpoint(run_dir, checkpoint)}")
     options = sample_options(cls, merge(run.get("sample", {}), overrides), "the command line")
     task = cls(task_options(cls, run["task"], where, record=True), TaskContext(1, 0))
     task.prepare()

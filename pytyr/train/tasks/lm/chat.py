@@ -27,7 +27,7 @@ from pytyr.errors import ConfigError, DataError, TyrError
 from pytyr.train.model import RunModel
 from pytyr.train.record import checkpoint_dir, read_run
 from pytyr.train.task import ModelFactory, TaskContext
-from pytyr.train.tasks import sample_options, task_class, task_options
+from pytyr.train.tasks import recorded_task_class, sample_options, task_options
 from pytyr.train.tasks.lm.kvcache import CachedDecoder
 from pytyr.train.tasks.lm.sample import check_sampling_args, pick_token
 from pytyr.train.tasks.lm.task import LanguageModelTask
@@ -152,13 +152,14 @@ def _held_back(text: str, stop: str | None) -> int:
 
 def newest_chat_run(root: Path) -> Path:
     """The run under `root` (`runs/`) of a language model trained most recently: what
-    `tyr chat` talks to when no `--run` is given."""
+    `tyr chat` talks to when no `--run` is given (never one of a task module of the user's,
+    which is not imported unless named: `recorded_task_class`)."""
     found = []
     for run_json in root.glob("*/run.json") if root.is_dir() else []:
         try:
-            cls = task_class(read_run(run_json.parent)["task"], str(run_json))
+            cls = recorded_task_class(read_run(run_json.parent)["task"], str(run_json))
         except TyrError:
-            continue  # not a run, or one of a task this version does not know
+            continue  # not a run, one of a task this version does not know, or of a module
         if issubclass(cls, LanguageModelTask) and checkpoint_dir(run_json.parent).is_dir():
             found.append((run_json.stat().st_mtime, run_json.parent))
     if not found:
@@ -168,12 +169,14 @@ def newest_chat_run(root: Path) -> Path:
 
 
 def open_chat(source: Any, run_dir: Path, overrides: dict[str, Any],
-              stop: str | None = None, checkpoint: str = "best") -> ChatSession:
+              stop: str | None = None, checkpoint: str = "best",
+              task_module: str | None = None) -> ChatSession:
     """A chat over the run in `run_dir`: its task, trained weights and sampling options with
-    `overrides` on top. Every setting is checked before the first line is read."""
+    `overrides` on top (`task_module`: the user's `--set task.module`). Every setting is
+    checked before the first line is read."""
     run = read_run(run_dir)
     where = f"{run_dir}/run.json"
-    cls = task_class(run["task"], where)
+    cls = recorded_task_class(run["task"], where, task_module)
     if not issubclass(cls, LanguageModelTask):
         raise ConfigError(f"{run_dir}: task '{cls.name}' is not a language model, so there is "
                           f"no text to chat in; `tyr sample --run {run_dir}` samples it")
