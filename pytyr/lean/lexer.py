@@ -56,10 +56,12 @@ _LETTER_LIKE = ("\u03b1-\u03ba\u03bc-\u03c9\u0391-\u039f\u03a1\u03a2\u03a4-\u03a
                 "\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u00ff\u0100-\u017f")
 _SUBSCRIPT = "\u2080-\u2089\u2090-\u209c\u1d62-\u1d6a\u2c7c"
 _PART = f"(?:[A-Za-z_{_LETTER_LIKE}][A-Za-z0-9_'!?{_LETTER_LIKE}{_SUBSCRIPT}]*|«[^»]*»)"
+# A dotted name, escaped parts (`«0»`) and numeric projections included (`_Lexer.ident`).
+NAME = rf"{_PART}(?:\.(?:{_PART}|[0-9]+))*"
 # One regular token at a position; anything else (errors included) takes the slow path.
 _FAST = re.compile(
     r"(?P<ws>[ \n]+)|(?P<line>--[^\n]*)"
-    rf"|(?P<ident>(?!r#*\"){_PART}(?:\.(?:{_PART}|[0-9]+))*)"
+    rf"|(?P<ident>(?!r#*\"){NAME})"
     r"|(?P<nat>[1-9][0-9]*(?![0-9_.eExXbBoO])|0(?![0-9_.eExXbBoO]))"
     r'|(?P<str>"[^"\\\n]*")'
     r"|(?P<sym>(?!/-)(?:" + "|".join(re.escape(x) for x in SYMBOLS) + "))")

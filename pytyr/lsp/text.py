@@ -7,18 +7,20 @@ parser drops them), found by matching brackets in the token stream.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Iterator
 
 from ..errors import LeanError
 from ..lean import syntax as S
-from ..lean.lexer import Token, tokenize
+from ..lean.lexer import NAME, Token, tokenize
 
 Point = tuple[int, int]  # (line 1-based, column 0-based in code points), as `Pos`
 Span = tuple[Point, Point]  # [start, end)
 
 _OPEN = {"(": ")", "#[": "]", "@[": "]", "[": "]", "⟨": "⟩", "{": "}"}
 _CLOSE = set(_OPEN.values())
+_IDENT = re.compile(NAME)
 
 
 @dataclass
@@ -54,6 +56,10 @@ class Source:
 
     def _scan_end(self, t: Token, line: int, col: int) -> Point:
         """The end of a token whose text is not its source (strings, escaped names, docs)."""
+        if t.kind == "ident" and line - 1 < len(self.lines):
+            m = _IDENT.match(self.lines[line - 1], col)  # `p.to_out.«0».weight`
+            if m is not None and "\n" not in m.group():
+                return line, m.end()
         closer = {"str": '"', "doc": "-/", "moddoc": "-/"}.get(t.kind, "»")
         start = col + (1 if t.kind == "str" else 0)
         for ln in range(line, len(self.lines) + 1):
