@@ -109,4 +109,15 @@ def pixelShuffle {b c h w : Nat} (r : Nat) (x : T #[b, c * (r * r), h, w])
     T #[b, c, r * h, r * w] :=
   prim "pixel_shuffle" [x.node] [.nat "r" r]
 
+/-- A linear map of the channels at every position (`weight : T #[o, i]`, a `Linear`'s, not a
+1 × 1 kernel's `T #[o, i, 1, 1]`): `y[b, :, y, x] = weight · x[b, :, y, x] + bias`. -/
+def linearChannels {b i o h w : Nat} (x : T #[b, i, h, w]) (weight : T #[o, i]) (bias : T #[o]) :
+    T #[b, o, h, w] :=
+  prim "linear_channels" [x.node, weight.node, bias.node]
+
+/-- Attention over the `h * w` positions of an image, one head of all `c` channels
+(`softmax(q kᵀ / √c) v`, every position seeing every other): a VAE's mid-block attention. -/
+def imageAttention {b c h w : Nat} (q k v : T #[b, c, h, w]) : T #[b, c, h, w] :=
+  prim "image_attention" [q.node, k.node, v.node]
+
 end torch

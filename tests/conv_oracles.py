@@ -63,6 +63,14 @@ def shuffle(x, r):
             .reshape(b, c // (r * r), h * r, w * r))
 
 
+def image_attention(q, k, v):
+    # every position's softmax over all positions of q·k / √c, then the values' mix
+    b, c = q.shape[:2]
+    qs, ks, vs = (t.reshape(b, c, -1) for t in (q, k, v))  # [b, c, n]
+    scores = torch.einsum("bci,bcj->bij", qs, ks) / c ** 0.5
+    return torch.einsum("bij,bcj->bci", torch.softmax(scores, -1), vs).reshape(q.shape)
+
+
 CONV_ORACLES = {
     # 8 × 7 through 3 × 2 at stride 2, padding 1, dilation 2
     "conv2d": ([([2, 3, 8, 7], "f32"), ([4, 3, 3, 2], "f32"), ([4], "f32")],
@@ -93,6 +101,10 @@ CONV_ORACLES = {
     "pixel_unshuffle": ([([2, 3, 4, 6], "f32")], {"r": 2}, [2, 12, 2, 3],
                         lambda x: unshuffle(x, 2)),
     "pixel_shuffle": ([([2, 12, 2, 3], "f32")], {"r": 2}, [2, 3, 4, 6], lambda x: shuffle(x, 2)),
+    "linear_channels": ([([2, 3, 2, 4], "f32"), ([5, 3], "f32"), ([5], "f32")], {},
+                        [2, 5, 2, 4], lambda x, w, b: torch.einsum("bihw,oi->bohw", x, w)
+                        + b[:, None, None]),
+    "image_attention": ([([2, 3, 2, 2], "f32")] * 3, {}, [2, 3, 2, 2], image_attention),
 }
 # implicit arguments the validator cannot invert from closed shapes (`2 * h`, `c * (r * r)`)
 CONV_IMPLICIT = {"conv2d_down": {"b": 2, "i": 3, "o": 4, "h": 3, "w": 2},

@@ -20,13 +20,14 @@ EXAMPLES = {d.name: (next(d.glob("*.lean")), json.loads((d / "config.json").read
             for d in sorted((ROOT / "examples").iterdir()) if (d / "config.json").is_file()}
 MODEL = {"gpt": "gpt", "mlp": "mlp", "diffusion": "diffusion", "flux": "flux",
          "nanochat": "nanochat", "bert": "bert", "llama": "llama", "gpt2": "gpt2",
-         "moe": "qwen3MoeTrain"}
+         "moe": "qwen3MoeTrain", "flux2": "vaeDecode"}
 # What a model's graph needs beyond its config (BERT's, Llama's and GPT-2's batch and length
 # are the models' own binders, which `tyr graph` takes from --set).
 DIMS = {"bert": ["--set", "model.b=1", "--set", "model.t=8"],
         "llama": ["--set", "model.b=1", "--set", "model.t=8"],
         "gpt2": ["--set", "model.b=1", "--set", "model.t=8"],
-        "moe": ["--set", "model.b=1", "--set", "model.t=8"]}
+        "moe": ["--set", "model.b=1", "--set", "model.t=8"],
+        "flux2": ["--set", "model.b=1", "--set", "model.h=2", "--set", "model.w=2"]}
 # Float fields any finite value of which computes: a scale (a negative q,k scaling flips the
 # attention's logits, as the user asked); every other float's range is checked
 # (`pytyr.ir.ranges`).

@@ -76,6 +76,22 @@ def _shuffle(fn):
     return lower
 
 
+def linear_channels(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """A `Linear` over axis 1 at every position: as diffusers' VAE attention computes it, on
+    the positions as rows."""
+    b, _, h, w = x.shape
+    rows = F.linear(x.flatten(2).transpose(1, 2), weight, bias)  # [b, h w, o]
+    return rows.transpose(1, 2).reshape(b, -1, h, w)
+
+
+def image_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """One head over the positions: [b, c, h, w] as [b, 1, h w, c] through SDPA."""
+    b, c, h, w = q.shape
+    q, k, v = (t.flatten(2).transpose(1, 2)[:, None] for t in (q, k, v))
+    y = F.scaled_dot_product_attention(q, k, v)[:, 0]  # [b, h w, c]
+    return y.transpose(1, 2).reshape(b, c, h, w)
+
+
 CONV_OPS: dict[str, Lowering] = {
     "conv2d": _conv2d,
     "conv2d_groups": _conv2d,
@@ -89,4 +105,8 @@ CONV_OPS: dict[str, Lowering] = {
     "upsample_nearest": _upsample,
     "pixel_unshuffle": _shuffle(F.pixel_unshuffle),
     "pixel_shuffle": _shuffle(F.pixel_shuffle),
+    "linear_channels": lambda cx, args, attrs, types, out: cx.g.call_function(
+        linear_channels, tuple(args)),
+    "image_attention": lambda cx, args, attrs, types, out: cx.g.call_function(
+        image_attention, tuple(args)),
 }

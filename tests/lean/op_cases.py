@@ -385,4 +385,16 @@ CONV_CASES = [
      "def f (h w : Nat) (x : T #[1, 32 * (2 * 2), h, w]) : T #[1, 32, 4 * h, 4 * w] := "
      "pixelShuffle 2 x",
      ["argument 'x' of 'pixelShuffle'", "T #[1, 128, h, w]"]),
+    # a 1 × 1 kernel's weight is not a Linear's
+    ("linearChannels",
+     "def f (x : T #[2, 8, 4, 4]) (w : T #[16, 8]) (b : T #[16]) : T #[2, 16, 4, 4] := "
+     "linearChannels x w b",
+     "def f (x : T #[2, 8, 4, 4]) (w : T #[8, 16]) (b : T #[16]) : T #[2, 16, 4, 4] := "
+     "linearChannels x w b",
+     ["argument 'weight' of 'linearChannels'", "T #[8, 16]", "T #[16, 8]"]),
+    ("imageAttention",
+     "def f (q k v : T #[2, 8, 4, 4]) : T #[2, 8, 4, 4] := imageAttention q k v",
+     "def f (q k : T #[2, 8, 4, 4]) (v : T #[2, 8, 4, 2]) : T #[2, 8, 4, 4] := "
+     "imageAttention q k v",
+     ["argument 'v' of 'imageAttention'", "T #[2, 8, 4, 2]", "T #[2, 8, 4, 4]"]),
 ]
