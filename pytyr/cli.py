@@ -149,12 +149,16 @@ def cmd_train(args: argparse.Namespace) -> int:
     from .train.pretrained import checkpoint_model, model_from_checkpoint
     from .train.run import train
 
+    family_pick = args.weights is not None and not (args.file or args.lib or args.model)
     hf, args.file, args.model = checkpoint_model(args.weights, args.hf_config, args.file,
                                                  args.lib, args.model, suffix="Train")
     source = _source(args)
     cfg, where = _config(args, required=bool(args.file) and not args.config)
     if args.device:
         cfg = merge(cfg, {"train": {"device": args.device}})
+    if family_pick:  # the family's samples decode over its step model's caches, unless set
+        step = args.model.removesuffix("Train") + "Step"
+        cfg = merge({"sample": {"step_model": step}}, cfg)
     cfg = model_from_checkpoint(cfg, hf, args.file, _explicit(args).get("model", {}))
     return train(source, args.model, cfg, where, resume=args.resume, overwrite=args.overwrite,
                  progress=not args.quiet, init=(args.weights, hf) if args.weights else None)

@@ -2,7 +2,8 @@
 the family's training model from the checkpoint's weights on the user's own shards, and each
 step's loss equals a plain transformers training loop's on the same batches with the same
 AdamW (the task's batches, drawn again here; decay on matrices only, the same clipping). The
-run then samples over the KV cache (`sample.step_model`) and resumes exactly."""
+run then samples over the KV cache (the family's step model, `sample.step_model` unless the
+config names another) and resumes exactly."""
 from __future__ import annotations
 
 import json
@@ -33,8 +34,7 @@ def _config(tmp_path: Path, data: Path, **train) -> Path:
                      "eval_iters": 1, "log_interval": 1, "checkpoint_interval": 2,
                      "threads": 1, **train},
            "out": str(tmp_path / "run"),
-           "sample": {"max_new_tokens": 6, "temperature": 0.0, "prompt": "abc",
-                      "step_model": "qwen3TiedStep"},
+           "sample": {"max_new_tokens": 6, "temperature": 0.0, "prompt": "abc"},
            "model": {"c": {"cache": SEQ}}}
     path = tmp_path / "tune.json"
     path.write_text(json.dumps(cfg))
@@ -98,6 +98,8 @@ def test_each_step_equals_a_transformers_loop_from_the_same_weights(setup, tmp_p
     assert max(abs(a - b) for a, b in zip(got, want)) <= 1e-4, (got, want)
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run["init"] == str((setup / "ckpt").resolve()) and run["model"] == "qwen3TiedTrain"
+    # the family's samples decode over its step model's caches without a word of config
+    assert run["sample"]["step_model"] == "qwen3TiedStep"
     sample = (tmp_path / "run" / "sample.txt").read_text()
     assert sample.startswith("abc") and len(sample) == 3 + 6
 
