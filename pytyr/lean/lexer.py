@@ -56,8 +56,7 @@ _LETTER_LIKE = ("\u03b1-\u03ba\u03bc-\u03c9\u0391-\u039f\u03a1\u03a2\u03a4-\u03a
                 "\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u00ff\u0100-\u017f")
 _SUBSCRIPT = "\u2080-\u2089\u2090-\u209c\u1d62-\u1d6a\u2c7c"
 _PART = f"(?:[A-Za-z_{_LETTER_LIKE}][A-Za-z0-9_'!?{_LETTER_LIKE}{_SUBSCRIPT}]*|«[^»]*»)"
-# A dotted name, escaped parts (`«0»`) and numeric projections included (`_Lexer.ident`).
-NAME = rf"{_PART}(?:\.(?:{_PART}|[0-9]+))*"
+NAME = rf"{_PART}(?:\.(?:{_PART}|[0-9]+))*"  # a dotted name, as `_Lexer.ident` reads it
 # One regular token at a position; anything else (errors included) takes the slow path.
 _FAST = re.compile(
     r"(?P<ws>[ \n]+)|(?P<line>--[^\n]*)"
@@ -92,10 +91,8 @@ class Token:
     kind: str  # ident | keyword | nat | sci | str | char | sym | doc | moddoc | eof
     text: str
     pos: Pos
-    # True when whitespace or a comment precedes the token (Lean's checkWsBefore).
-    ws_before: bool = True
-    # True when a line break precedes the token (Lean's checkLinebreakBefore).
-    nl_before: bool = False
+    ws_before: bool = True  # whitespace or a comment precedes it (Lean's checkWsBefore)
+    nl_before: bool = False  # a line break precedes it (Lean's checkLinebreakBefore)
     value: object = None  # the number of a `nat` token
 
 
