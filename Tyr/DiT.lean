@@ -4,11 +4,11 @@ import Tyr.Core
 # Tyr.DiT — the ops of diffusion transformers (DiT, Flux)
 
 Activations, norms without a learned affine, adaLN modulation broadcast over the tokens, the
-sinusoidal timestep embedding, rotary embedding over an image grid (attention without a mask is
-`bidirectionalAttention` of `Tyr.NN`),
-patchify and unpatchify, and the mean squared error of flow matching. Each is a typed `prim`,
-as in `Tyr.Ops`; where Flux fixes a constant (`eps = 1e-6`, `theta = 10000`, the time factor
-`1000`), it is the default.
+sinusoidal timestep embedding, rotary embedding over an image grid (FLUX.1) or from position
+ids given as input (FLUX.2) (attention without a mask is `bidirectionalAttention` of
+`Tyr.NN`), patchify and unpatchify, and the mean squared error of flow matching. Each is a
+typed `prim`, as in `Tyr.Ops`; where Flux fixes a constant (`eps = 1e-6`, `theta = 10000`,
+the time factor `1000`), it is the default.
 -/
 
 namespace torch
@@ -66,6 +66,21 @@ def ropeGrid {b h : Nat} (txt gh gw k0 k1 k2 : Nat)
     T #[b, h, txt + gh * gw, 2 * (k0 + k1 + k2)] :=
   prim "rope_grid" [x.node] [.nat "txt" txt, .nat "gh" gh, .nat "gw" gw, .nat "k0" k0,
     .nat "k1" k1, .nat "k2" k2, .float "theta" theta]
+
+/-- Rotary position embedding from position ids over four axes (FLUX.2's `Flux2PosEmbed`
+and `apply_rotary_emb`), in the heads layout: token `n` is at the four coordinates `ids[n]`
+(FLUX.2's `(t, h, w, l)`: image tokens at their latent row and column, text tokens at their
+index in `l`), given as input rather than fixed by a grid. The head dimension is
+`2 * (k0 + k1 + k2 + k3)`: axis `j` rotates `kⱼ` pairs (diffusers' `axes_dims_rope` is
+`[2 k0, 2 k1, 2 k2, 2 k3]`), so the axes sum to the head width by the type, and the ids have
+one row per token of `x` and one column per axis. Pair `p` is `(x[2p], x[2p+1])`, its axis
+`j` the one whose pairs it falls in, its frequency `ω = theta ^ (-i / kⱼ)` (`i` its place
+among that axis's pairs), and it is turned by `+θ`, `θ = ω · ids[n, j]` computed in float64
+(as diffusers does): `(x₀ cos θ - x₁ sin θ, x₀ sin θ + x₁ cos θ)`. -/
+def ropeIds {b h t : Nat} (k0 k1 k2 k3 : Nat) (x : T #[b, h, t, 2 * (k0 + k1 + k2 + k3)])
+    (ids : T #[t, 4]) (theta : Float := 2000.0) : T #[b, h, t, 2 * (k0 + k1 + k2 + k3)] :=
+  prim "rope_ids" [x.node, ids.node] [.nat "k0" k0, .nat "k1" k1, .nat "k2" k2,
+    .nat "k3" k3, .float "theta" theta]
 
 /-- Cut images into `p × p` patches, one token per patch in row-major order, its features
 ordered (channel, patch row, patch column) as Flux packs latents:

@@ -81,6 +81,11 @@ def catLast {a m n : Nat} (x : T #[a, m]) (y : T #[a, n]) : T #[a, m + n] :=
 def catLast3 {a b m n : Nat} (x : T #[a, b, m]) (y : T #[a, b, n]) : T #[a, b, m + n] :=
   prim "cat_last3" [x.node, y.node]
 
+/-- Concatenate along the first axis: `[m, d] ++ [n, d] → [m + n, d]` (rows of a table: the
+text then the image position ids of FLUX.2's joint sequence). -/
+def catFirst {m n d : Nat} (x : T #[m, d]) (y : T #[n, d]) : T #[m + n, d] :=
+  prim "cat_first" [x.node, y.node]
+
 /-- Concatenate two token sequences: `[b, m, d] ++ [b, n, d] → [b, m + n, d]`. -/
 def catSeq3 {b m n d : Nat} (x : T #[b, m, d]) (y : T #[b, n, d]) : T #[b, m + n, d] :=
   prim "cat_seq3" [x.node, y.node]

@@ -48,6 +48,19 @@ def _rope_grid(x, txt, gh, gw, pairs, theta):
     return torch.stack(out, dim=-1)
 
 
+def _rope_ids(x, ids, pairs, theta):
+    # token n at the coordinates ids[n]; pair p of the head belongs to the axis whose pairs it
+    # falls in and is turned by +ω·ids[n, axis]
+    axis_of = [(j, i) for j, k in enumerate(pairs) for i in range(k)]
+    out = []
+    for p, (j, i) in enumerate(axis_of):
+        angle = ids[:, j] * (1.0 / theta ** (2 * i / (2 * pairs[j])))
+        cos, sin = torch.cos(angle), torch.sin(angle)
+        x0, x1 = x[..., 2 * p], x[..., 2 * p + 1]
+        out += [x0 * cos - x1 * sin, x0 * sin + x1 * cos]
+    return torch.stack(out, dim=-1)
+
+
 def _patchify(x, p):
     b, c, hp, wp = x.shape
     tokens = [x[:, :, r * p:(r + 1) * p, q * p:(q + 1) * p].reshape(b, c * p * p)
@@ -85,6 +98,8 @@ ORACLES = {
                   lambda x: (x[:, 0] + x[:, 1] + x[:, 2]) / 3),
     "cat_last": ([([2, 3], "f32"), ([2, 4], "f32")], {}, [2, 7],
                  lambda x, y: torch.stack(_cols(x) + _cols(y), dim=-1)),
+    "cat_first": ([([2, 3], "f32"), ([4, 3], "f32")], {}, [6, 3],
+                  lambda x, y: torch.stack([x[0], x[1]] + [y[i] for i in range(4)])),
     "cat_last3": ([([2, 3, 2], "f32"), ([2, 3, 1], "f32")], {}, [2, 3, 3],
                   lambda x, y: torch.stack(_cols(x) + _cols(y), dim=-1)),
     "cat_seq3": ([([2, 3, 4], "f32"), ([2, 2, 4], "f32")], {}, [2, 5, 4],
@@ -127,6 +142,10 @@ ORACLES = {
     "rope_grid": ([([1, 2, 8, 8], "f32")],
                   {"txt": 2, "gh": 2, "gw": 3, "k0": 1, "k1": 1, "k2": 2, "theta": 100.0},
                   [1, 2, 8, 8], lambda x: _rope_grid(x, 2, 2, 3, (1, 1, 2), 100.0)),
+    # the ids drawn as any floats: the rotation's gradient reaches them too
+    "rope_ids": ([([2, 2, 3, 10], "f32"), ([3, 4], "f32")],
+                 {"k0": 1, "k1": 2, "k2": 1, "k3": 1, "theta": 100.0}, [2, 2, 3, 10],
+                 lambda x, ids: _rope_ids(x, ids, (1, 2, 1, 1), 100.0)),
     "bidirectional_attention": ([([1, 2, 4, 3], "f32")] * 3, {"p": 0.0}, [1, 2, 4, 3],
                                 _bidirectional),
     "patchify": ([([2, 3, 4, 6], "f32")], {}, [2, 6, 12], lambda x: _patchify(x, 2)),

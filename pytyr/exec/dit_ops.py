@@ -3,7 +3,9 @@
 The constant tables (timestep frequencies, rotary cos/sin over the image grid) are computed
 once per (sizes, dtype, device) by functions the graph calls, and cached, as `rotary_tables`
 in `ops.py`: they are not part of the autograd graph. The arithmetic follows Flux's
-reference code (`timestep_embedding`, `rope`/`apply_rope`), operation for operation.
+reference code (`timestep_embedding`, `rope`/`apply_rope`), operation for operation. FLUX.2's
+rotary takes its positions as an input (`rope_ids`): its tables are computed in the graph
+from the ids, as diffusers' `Flux2PosEmbed` computes them, at every call.
 """
 from __future__ import annotations
 
@@ -61,6 +63,26 @@ def rope_grid_tables(x: torch.Tensor, txt: int, gh: int, gw: int, pairs: tuple[i
         tables = (angle.cos().to(x.device, x.dtype), angle.sin().to(x.device, x.dtype))
         _ROPE[key] = tables
     return tables
+
+
+def rope_ids(x: torch.Tensor, ids: torch.Tensor, pairs: tuple[int, ...],
+             theta: float) -> torch.Tensor:
+    """x: [b, h, t, 2·Σk] turned pair by pair at the positions ids: [t, len(pairs)], as
+    diffusers' `Flux2PosEmbed` and `apply_rotary_emb` do: axis j's pairs have
+    `ω = 1 / theta^(2i / 2kⱼ)`, the angles `ids[:, j] · ω` in float64, their cos and sin in
+    float32, the rotation in float32 and the result in the dtype of `x`."""
+    pos = ids.to(torch.float64)
+    angles = []
+    for j, k in enumerate(pairs):
+        scale = torch.arange(0, 2 * k, 2, dtype=torch.float64, device=ids.device) / (2 * k)
+        angles.append(pos[:, j, None] * (1.0 / theta ** scale)[None, :])
+    angle = torch.cat(angles, dim=-1)
+    cos, sin = angle.cos().float(), angle.sin().float()
+    b, h, t, d = x.shape
+    xp = x.float().reshape(b, h, t, d // 2, 2)
+    x0, x1 = xp[..., 0], xp[..., 1]
+    y = torch.stack([x0 * cos - x1 * sin, x1 * cos + x0 * sin], dim=-1)
+    return y.reshape(b, h, t, d).to(x.dtype)
 
 
 def _silu(cx: Lower, args, attrs, types, out) -> fx.Node:
@@ -129,6 +151,12 @@ def _rope_grid(cx: Lower, args, attrs, types, out) -> fx.Node:
     return g.call_method("reshape", (g.call_function(torch.stack, ([y0, y1], -1)), b, h, t, d))
 
 
+def _rope_ids(cx: Lower, args, attrs, types, out) -> fx.Node:
+    # x: [b, h, t, 2·(k0+k1+k2+k3)], ids: [t, 4] -> x turned by +θ[t, p]: [b, h, t, 2·Σk]
+    pairs = tuple(int(attrs[f"k{j}"]) for j in range(4))
+    return cx.g.call_function(rope_ids, (args[0], args[1], pairs, float(attrs["theta"])))
+
+
 def _patch_sizes(image: tuple[int, ...], tokens: tuple[int, ...]) -> tuple[int, ...]:
     # image [b, c, h·p, w·p], tokens [b, h·w, c·p·p] -> (b, c, h, w, p)
     b, c, height, width = image
@@ -168,6 +196,7 @@ DIT_OPS: dict[str, Lowering] = {
     "gate": _gate,
     "timestep_embedding": _timestep_embedding,
     "rope_grid": _rope_grid,
+    "rope_ids": _rope_ids,
     "patchify": _patchify,
     "unpatchify": _unpatchify,
     "mse_loss": _mse_loss,

@@ -81,8 +81,10 @@ SHAPE_OPS: dict[str, Lowering] = {
     "mean_last3": _reduce(torch.mean, -1),
     "sum_seq3": _reduce(torch.sum, 1),
     "mean_seq3": _reduce(torch.mean, 1),
-    # x ++ y along the last axis, the tokens [b, t, d], or the positions [b, h, t, d]
+    # x ++ y along the last axis, the rows [m, d], the tokens [b, t, d], or the positions
+    # [b, h, t, d]
     "cat_last": _cat(-1),
+    "cat_first": _cat(0),
     "cat_last3": _cat(-1),
     "cat_seq3": _cat(1),
     "cat_seq4": _cat(2),

@@ -67,6 +67,10 @@ SHAPE_CASES = [
      "def f (b t m n : Nat) (x : T #[b, t, m]) (y : T #[b, t, n]) : T #[b, t, n + m] := "
      "catLast3 x y",
      ["argument 'x' of 'catLast3'", "T #[b, t, m]", "T #[b, t, n]"]),
+    ("catFirst",
+     "def f (m n : Nat) (x : T #[m, 4]) (y : T #[n, 4]) : T #[m + n, 4] := catFirst x y",
+     "def f (m n : Nat) (x : T #[m, 4]) (y : T #[n, 3]) : T #[m + n, 4] := catFirst x y",
+     ["argument 'y' of 'catFirst'", "T #[n, 3]", "T #[n, 4]"]),
     ("catSeq3",
      "def f (b m n : Nat) (x : T #[b, m, 8]) (y : T #[b, n, 8]) : T #[b, m + n, 8] := catSeq3 x y",
      "def f (b m n : Nat) (x : T #[b, m, 8]) (y : T #[b, n, 6]) : T #[b, m + n, 8] := catSeq3 x y",
@@ -156,6 +160,13 @@ DIT_CASES = [
      "def f (x : T #[2, 4, 11, 12]) : T #[2, 4, 11, 12] := ropeGrid 5 2 3 1 2 3 x",
      "def f (x : T #[2, 4, 11, 12]) : T #[2, 4, 11, 12] := ropeGrid 5 2 3 1 2 2 x",
      ["argument 'x' of 'ropeGrid'", "T #[2, 4, 11, 12]", "T #[?b, ?h, 11, 10]"]),
+    # the four axes' pairs must sum to half the head width (2 * (1 + 2 + 1 + 1) = 10, not 12)
+    ("ropeIds",
+     "def f (t : Nat) (x : T #[2, 4, t, 10]) (ids : T #[t, 4]) : T #[2, 4, t, 10] := "
+     "ropeIds 1 2 1 1 x ids",
+     "def f (t : Nat) (x : T #[2, 4, t, 12]) (ids : T #[t, 4]) : T #[2, 4, t, 12] := "
+     "ropeIds 1 2 1 1 x ids",
+     ["argument 'x' of 'ropeIds'", "T #[2, 4, t, 12]", "T #[?b, ?h, ?t, 10]"]),
     ("patchify",
      "def f (h w : Nat) (x : T #[2, 3, h * 2, w * 2]) : T #[2, h * w, 3 * 2 * 2] := patchify x",
      "def f (x : T #[2, 3, 9, 9]) : T #[2, 16, 12] := patchify (h := 4) (w := 4) (p := 2) x",
