@@ -16,18 +16,22 @@ from pytyr.config import describe
 from pytyr.train.settings import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = {d.name: (next(d.glob("*.lean")), json.loads((d / "config.json").read_text()))
-            for d in sorted((ROOT / "examples").iterdir()) if (d / "config.json").is_file()}
+# every directory of examples/ with a config.json, nested ones too (examples/flux2/transformer)
+EXAMPLES = {cfg.parent.relative_to(ROOT / "examples").as_posix():
+            (next(cfg.parent.glob("*.lean")), json.loads(cfg.read_text()))
+            for cfg in sorted((ROOT / "examples").rglob("config.json"))}
 MODEL = {"gpt": "gpt", "mlp": "mlp", "diffusion": "diffusion", "flux": "flux",
          "nanochat": "nanochat", "bert": "bert", "llama": "llama", "gpt2": "gpt2",
-         "moe": "qwen3MoeTrain", "flux2": "vaeDecode"}
+         "moe": "qwen3MoeTrain", "flux2": "vaeDecode", "flux2/transformer": "flux2Velocity"}
 # What a model's graph needs beyond its config (BERT's, Llama's and GPT-2's batch and length
 # are the models' own binders, which `tyr graph` takes from --set).
 DIMS = {"bert": ["--set", "model.b=1", "--set", "model.t=8"],
         "llama": ["--set", "model.b=1", "--set", "model.t=8"],
         "gpt2": ["--set", "model.b=1", "--set", "model.t=8"],
         "moe": ["--set", "model.b=1", "--set", "model.t=8"],
-        "flux2": ["--set", "model.b=1", "--set", "model.h=2", "--set", "model.w=2"]}
+        "flux2": ["--set", "model.b=1", "--set", "model.h=2", "--set", "model.w=2"],
+        "flux2/transformer": ["--set", "model.b=1", "--set", "model.img=4",
+                              "--set", "model.txt=3"]}
 # Float fields any finite value of which computes: a scale (a negative q,k scaling flips the
 # attention's logits, as the user asked); every other float's range is checked
 # (`pytyr.ir.ranges`).
