@@ -304,7 +304,7 @@ class ApplyRules:
         if name in ("Prod.fst", "Prod.snd"):
             return self.whnf(Proj(values[2], name.removeprefix("Prod.")))
         if info.op is not None or info.checkpoint is not None or info.tensor_level \
-                or name == "Vector.foldl":
+                or name in ("Vector.foldl", "Vector.extract"):
             return Call(name, tuple(values), pos)
         return App(name, tuple(values))
 

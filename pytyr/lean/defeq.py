@@ -69,6 +69,8 @@ def nat_eval(op: str, a: int, b: int) -> int:
         return a // b if b else 0
     if op == "%":
         return a % b if b else a
+    if op == "min":
+        return min(a, b)
     raise ValueError(op)
 
 

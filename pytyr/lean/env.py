@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import Pos
 from .numerals import float_exp, float_log, float_of_nat, float_sqrt
-from .terms import FLOAT, NAT, TYPE, App, Arr, FLit, Lit, Param, Pi, Prod, Term, Var, subst
+from .terms import FLOAT, NAT, TYPE, App, Arr, FLit, Lit, NatOp, Param, Pi, Prod, Term, Var, subst
 
 
 @dataclass
@@ -114,8 +114,17 @@ def builtin_defs() -> dict[str, DefInfo]:
     pa, pb = Var("α", -20), Var("β", -21)
     pair = (Param("α", -20, "implicit", TYPE), Param("β", -21, "implicit", TYPE),
             Param("p", -22, "explicit", Prod(pa, pb)))
+    # Vector.extract {α : Type} {n : Nat} (xs : Vector α n) (start : Nat := 0)
+    #   (stop : Nat := n) : Vector α (min stop n - start): a run of layers of a stack
+    xa, xn, lo, hi = Var("α", -30), Var("n", -31), Var("start", -33), Var("stop", -34)
+    extract = (Param("α", -30, "implicit", TYPE), Param("n", -31, "implicit", NAT),
+               Param("xs", -32, "explicit", App("Vector", (xa, xn))),
+               Param("start", -33, "explicit", NAT, default=Lit(0)),
+               Param("stop", -34, "explicit", NAT, default=xn))
+    sliced = App("Vector", (xa, NatOp("-", NatOp("min", hi, xn), lo)))
     return {
         "Vector.foldl": DefInfo("Vector.foldl", pos, "builtin", foldl, b),
+        "Vector.extract": DefInfo("Vector.extract", pos, "builtin", extract, sliced),
         "Prod.fst": DefInfo("Prod.fst", pos, "builtin", pair, pa),
         "Prod.snd": DefInfo("Prod.snd", pos, "builtin", pair, pb),
         "Nat.toFloat": DefInfo("Nat.toFloat", pos, "builtin", (x,), FLOAT),

@@ -113,6 +113,11 @@ class Evaluator:
             raise Fail(pos, f"cannot apply {show(head)}: not a function value")
         info = self.env.get(head)
         assert isinstance(info, DefInfo), head
+        if head == "Vector.extract":  # Lean's: the items from `start` to `stop`, clamped
+            xs, lo, hi = args[2], args[3], args[4]
+            if not (isinstance(xs, Arr) and isinstance(lo, Lit) and isinstance(hi, Lit)):
+                raise Fail(pos, "`Vector.extract` needs a known vector and numbers here")
+            return Arr(xs.items[lo.n:hi.n])
         if head == "Vector.foldl":
             f, acc, xs = args[3], args[4], args[5]
             if not (isinstance(f, Closure) and isinstance(xs, Arr)):

@@ -58,7 +58,7 @@ class App(Term):
 
 @dataclass(frozen=True)
 class NatOp(Term):
-    op: str  # + - * / %
+    op: str  # + - * / % min (`min` only from a builtin's type: `Vector.extract`'s)
     a: Term
     b: Term
 
@@ -344,6 +344,8 @@ def show(t: Term, prec: int = 0) -> str:
         return t.name
     if isinstance(t, Meta):
         return f"?{t.name}"
+    if isinstance(t, NatOp) and t.op == "min":  # `min a b`, an application
+        return paren(f"min {show(t.a, 1024)} {show(t.b, 1024)}", 1023)
     if isinstance(t, (NatOp, FloatOp)):
         p = _PREC[t.op]
         return paren(f"{show(t.a, p)} {t.op} {show(t.b, p + 1)}", p)
