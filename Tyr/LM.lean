@@ -63,16 +63,17 @@ def crossAttention {b h s t d : Nat} (q : T #[b, h, s, d]) (k v : T #[b, h, t, d
   prim "cross_attention" [q.node, k.node, v.node]
 
 /-- Causal grouped-query attention over padded sequences (Hugging Face's `attention_mask`):
-query `i` of sequence `s` sees the keys `j ≤ i` with `keep[s, j] = 1`, and always itself, so a
-padding position's output stays finite (give it no loss weight; real positions are as
-without the padding, as transformers computes them with positions `0 … t-1`). Head `i` of `h`
-reads key/value head `i / (h / g)` of `g` (`hg : h % g = 0`). -/
+query `i` of sequence `s` sees the keys `j ≤ i` with `keep[s, j] = 1`, as transformers masks
+them (positions `0 … t-1`): real positions are as without the padding, a padding position
+after a token sees the tokens before it (FLUX.2 reads those too), and one that sees no key
+(padding before every token) is zeros, as torch's attention gives a row with nothing to see.
+Head `i` of `h` reads key/value head `i / (h / g)` of `g` (`hg : h % g = 0`). -/
 def paddedCausalAttention {b h g t d : Nat} (q : T #[b, h, t, d]) (k v : T #[b, g, t, d])
     (keep : IT #[b, t] 2) (hg : h % g = 0) : T #[b, h, t, d] :=
   prim "padded_causal_attention" [q.node, k.node, v.node, keep.node]
 
 /-- `paddedCausalAttention` over a sliding window (Mistral's and Mixtral's over padded
-sequences): query `i` sees the keys `i - w ≤ j ≤ i` with `keep[s, j] = 1`, and always itself.
+sequences): query `i` sees the keys `i - w ≤ j ≤ i` with `keep[s, j] = 1`.
 The window is bounded as `windowAttention`'s (`hw : w ≤ n`, `hT : t ≤ n`). -/
 def paddedWindowAttention {b h g t d n : Nat} (q : T #[b, h, t, d]) (k v : T #[b, g, t, d])
     (keep : IT #[b, t] 2) (w : Nat) (hw : w ≤ n) (hT : t ≤ n) (hg : h % g = 0) :

@@ -271,17 +271,18 @@ LM_ORACLES = {
 
 
 def _padded_causal(q, k, v, keep, w=None):
-    # query i of sequence s sees j <= i (and i - j <= w) where keep[s, j], and itself; kv
-    # head j // r
+    # query i of sequence s sees j <= i (and i - j <= w) where keep[s, j]; kv head j // r; a
+    # query that sees nothing is zeros
     t = q.shape[2]
     w = t if w is None else w
-    visible = torch.tensor([[[i - w <= j <= i and (bool(keep[s, j]) or j == i)
+    visible = torch.tensor([[[i - w <= j <= i and bool(keep[s, j])
                               for j in range(t)] for i in range(t)] for s in range(q.shape[0])])
     r = q.shape[1] // k.shape[1]
     k = torch.stack([k[:, j // r] for j in range(q.shape[1])], dim=1)
     v = torch.stack([v[:, j // r] for j in range(q.shape[1])], dim=1)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    return torch.softmax(scores.masked_fill(~visible[:, None], float("-inf")), dim=-1) @ v
+    weights = torch.softmax(scores.masked_fill(~visible[:, None], float("-inf")), dim=-1)
+    return torch.where(visible[:, None].any(-1, keepdim=True), weights, 0.0) @ v
 
 
 LM_ORACLES["padded_causal_attention"] = (

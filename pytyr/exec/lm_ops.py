@@ -101,12 +101,11 @@ def _cross_attention(cx: Lower, args, attrs, types, out) -> fx.Node:
 
 
 def padded_causal_mask(keep: torch.Tensor) -> torch.Tensor:
-    """bool [b, 1, t, t]: query i sees key j iff j <= i and (keep[:, j] or j == i)."""
-    t = keep.shape[1]
-    i = torch.arange(t, device=keep.device)
+    """bool [b, 1, t, t]: query i sees key j iff j <= i and keep[:, j], transformers' mask (a
+    row that sees nothing gives zeros: torch's attention softmaxes no key to nothing)."""
+    i = torch.arange(keep.shape[1], device=keep.device)
     causal = i[None, :] <= i[:, None]
-    return (causal & ((keep != 0)[:, None, :] | torch.eye(t, dtype=torch.bool,
-                                                           device=keep.device)))[:, None]
+    return (causal & (keep != 0)[:, None, :])[:, None]
 
 
 def _padded_causal_attention(cx: Lower, args, attrs, types, out) -> fx.Node:
