@@ -658,14 +658,20 @@ def qwen2MaskedStream (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
         (attendMasked c hT hkv keep (qwen2QKV c l.self_attn (rms c l.input_layernorm x))))))
     (embedding2 input_ids p.embed_tokens.weight)
 
+/-- The stream after a run of Qwen3 layers over padded sequences. -/
+def qwen3MaskedLayers (c : LlamaConfig) {b t n : Nat} (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (layers : Vector (Qwen3Layer c) n)
+    (keep : IT #[b, t] 2) (x : T #[b, t, c.hidden]) : T #[b, t, c.hidden] :=
+  layers.foldl (fun x l => withMLP c l.mlp l.post_attention_layernorm (add x
+      (proj l.self_attn.o_proj
+        (attendMasked c hT hkv keep (qwen3QKV c l.self_attn (rms c l.input_layernorm x))))))
+    x
+
 /-- The stream after every Qwen3 layer over padded sequences. -/
 def qwen3MaskedStream (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
     (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen3Model c) (input_ids : IT #[b, t] c.vocab)
     (keep : IT #[b, t] 2) : T #[b, t, c.hidden] :=
-  p.layers.foldl (fun x l => withMLP c l.mlp l.post_attention_layernorm (add x
-      (proj l.self_attn.o_proj
-        (attendMasked c hT hkv keep (qwen3QKV c l.self_attn (rms c l.input_layernorm x))))))
-    (embedding2 input_ids p.embed_tokens.weight)
+  qwen3MaskedLayers c hT hkv p.layers keep (embedding2 input_ids p.embed_tokens.weight)
 
 /-- `llama` over padded sequences. -/
 @[model]
@@ -749,3 +755,41 @@ def mistralTiedMasked (c : LlamaConfig) {b t : Nat} (hT : t ≤ c.max_position)
     (input_ids : IT #[b, t] c.vocab) (attention_mask : IT #[b, t] 2) : T #[b, t, c.vocab] :=
   head c p.model.norm p.model.embed_tokens.weight (mistralMaskedStream c hT hkv hw p.model
     input_ids attention_mask)
+
+/-! ## FLUX.2 [klein]'s prompt features
+
+`Flux2KleinPipeline` reads a prompt through Qwen3 and keeps three of its hidden states
+(`hidden_states[k]`: the stream after `k` layers; FLUX.2 [klein] takes 9, 18 and 27), side by
+side: a text token's features are `3 × hidden` wide, the transformer's `joint_attention_dim`.
+The layers after the last one kept, the final norm and the head are not run. `k1 ≤ k2 ≤ k3 <
+n_layer` is decided when the model is instantiated (transformers' `hidden_states[n_layer]` is
+the final norm's output, not a layer's stream). -/
+
+/-- Qwen3's hidden states after `k1`, `k2` and `k3` layers, side by side, over padded prompts. -/
+def qwen3Features (c : LlamaConfig) {b t : Nat} (k1 k2 k3 : Nat) (hT : t ≤ c.max_position)
+    (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen3Model c) (input_ids : IT #[b, t] c.vocab)
+    (attention_mask : IT #[b, t] 2) : T #[b, t, c.hidden + c.hidden + c.hidden] :=
+  let h1 := qwen3MaskedLayers c hT hkv (p.layers.extract 0 k1) attention_mask
+    (embedding2 input_ids p.embed_tokens.weight)
+  let h2 := qwen3MaskedLayers c hT hkv (p.layers.extract k1 k2) attention_mask h1
+  let h3 := qwen3MaskedLayers c hT hkv (p.layers.extract k2 k3) attention_mask h2
+  catLast3 (catLast3 h1 h2) h3
+
+/-- FLUX.2 [klein]'s prompt features from a `Qwen3ForCausalLM` with its own head. -/
+@[model]
+def qwen3PromptFeatures (c : LlamaConfig) {b t : Nat} (k1 k2 k3 : Nat) (h12 : k1 ≤ k2)
+    (h23 : k2 ≤ k3) (h3 : k3 < c.n_layer) (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen3Params c)
+    (input_ids : IT #[b, t] c.vocab) (attention_mask : IT #[b, t] 2) :
+    T #[b, t, c.hidden + c.hidden + c.hidden] :=
+  qwen3Features c k1 k2 k3 hT hkv p.model input_ids attention_mask
+
+/-- `qwen3PromptFeatures` of a Qwen3 whose head is its embedding (Qwen3-4B's, FLUX.2
+[klein] 4B's encoder). -/
+@[model]
+def qwen3TiedPromptFeatures (c : LlamaConfig) {b t : Nat} (k1 k2 k3 : Nat) (h12 : k1 ≤ k2)
+    (h23 : k2 ≤ k3) (h3 : k3 < c.n_layer) (hT : t ≤ c.max_position)
+    (hrot : c.head_dim % 2 = 0) (hkv : c.n_head % c.n_kv_head = 0) (p : Qwen3TiedParams c)
+    (input_ids : IT #[b, t] c.vocab) (attention_mask : IT #[b, t] 2) :
+    T #[b, t, c.hidden + c.hidden + c.hidden] :=
+  qwen3Features c k1 k2 k3 hT hkv p.model input_ids attention_mask
