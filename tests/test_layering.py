@@ -9,7 +9,7 @@ import pytyr
 ROOT = Path(pytyr.__file__).parent
 # Earlier first. A module of layer k may import layers 0..k.
 LAYERS = ["errors", "paths", "atomic", "digest", "process", "config", "ir", "safetensors", "hf",
-          "lean", "kernels", "exec", "pipeline", "data", "train", "export", "abi", "lsp",
+          "lean", "kernels", "exec", "pipeline", "data", "train", "export", "generate", "abi", "lsp",
           "sampling", "cli", "torchrun"]
 
 

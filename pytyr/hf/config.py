@@ -75,7 +75,9 @@ def checkpoint_config(weights: str | None, explicit: str | None,
 
 
 def is_hf_config(raw: dict[str, Any]) -> bool:
-    return "model_type" in raw or "architectures" in raw
+    """A transformers config (`model_type`, `architectures`) or a diffusers model's
+    (`_class_name`)."""
+    return "model_type" in raw or "architectures" in raw or "_class_name" in raw
 
 
 def read_hf_config(path: Path, explicit: bool = True) -> HFConfig | None:
@@ -137,11 +139,15 @@ def _field_value(raw: dict[str, Any], f: Field, fam: Family, path: Path, out: HF
 
 
 def _lookup(raw: dict[str, Any], dotted: str) -> Any:
-    """The value at `a.b` (key `b` of the table `a`), or None where any part is absent."""
+    """The value at `a.b` (key `b` of the table `a`; `a.0`, item 0 of the list `a`), or None
+    where any part is absent."""
     for part in dotted.split("."):
-        if not isinstance(raw, dict):
+        if isinstance(raw, list) and part.isdigit():
+            raw = raw[int(part)] if int(part) < len(raw) else None
+        elif isinstance(raw, dict):
+            raw = raw.get(part)
+        else:
             return None
-        raw = raw.get(part)
     return raw
 
 
@@ -199,6 +205,13 @@ def _family(raw: dict[str, Any], path: Path) -> Family:
         if fam is None:
             raise ConfigError(f"{path}: model_type '{mt}' is not a family `tyr run` reads "
                               f"(it reads: {known})")
+        return fam
+    cls = raw.get("_class_name")  # a diffusers model's config names its class
+    if cls is not None and "architectures" not in raw:
+        fam = family_named(cls) if isinstance(cls, str) else None
+        if fam is None:
+            raise ConfigError(f"{path}: '_class_name' {show(cls)} is not a model `tyr run` "
+                              f"reads (it reads: {known})")
         return fam
     archs = raw.get("architectures")
     fam = family_of_architectures(archs) if isinstance(archs, list) else None

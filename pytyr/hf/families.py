@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import gpt2
+from .flux2 import DIFFUSERS_FAMILIES
 from .rope import rope_parameters
 from .table import Family, Field, Fixed, Narrower, Unused
 
@@ -307,7 +308,7 @@ QWEN3_MOE = Family(
     normalised=_experts_as("num_experts", "num_local_experts"),
 )
 
-FAMILIES = (BERT, GPT2, LLAMA, MISTRAL, QWEN2, QWEN3, MIXTRAL, QWEN3_MOE)
+FAMILIES = (BERT, GPT2, LLAMA, MISTRAL, QWEN2, QWEN3, MIXTRAL, QWEN3_MOE, *DIFFUSERS_FAMILIES)
 
 
 def family_named(model_type: str) -> Family | None:

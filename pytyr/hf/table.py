@@ -68,6 +68,7 @@ COMMON_INERT = (
     "output_attentions", "output_hidden_states", "return_dict", "torchscript",
     "chunk_size_feed_forward", "tie_word_embeddings", "use_return_dict", "_attn_implementation",
     "attn_implementation",
+    "_class_name", "_diffusers_version",  # a diffusers model's bookkeeping
 )
 
 
