@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 from .config import merge, parse_set, read_json, refuse_unread
 from .errors import ConfigError, Interrupted, LeanError, TyrError
 from .export.commands import register as register_export
+from .generate.commands import register as register_generate
 from .paths import input_file
 from .sampling import register_sampling
 
@@ -318,6 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     register_sampling(sub, _sub, _add_checkpoint)
 
     register_export(sub, _sub, _add_checkpoint)
+    register_generate(sub, _sub)
 
     im = _sub(sub, "import", "import another framework's checkpoint",
               "Read a checkpoint of nanochat's own (`model_NNNNNN.pt` and `meta_NNNNNN.json` "

@@ -76,6 +76,9 @@ def argv_for(zoo: list[str]) -> st.SearchStrategy:
         st.builds(lambda r, s: ["sample", "--run", r, *s], path, sets(st.just("sample.top_k"))),
         st.builds(lambda r, s: ["chat", "--run", r, *s], path, sets(st.just("sample.top_k"))),
         st.builds(lambda r, o: ["export", "--format", "hf-gpt2", r, o], path, out),
+        st.builds(lambda d, x, o: ["generate", d, "--prompt", "x", *x, "-o", o, "-q"], path,
+                  st.sampled_from([[], ["--height", "8"], ["--steps", "0"], ["--latents", "x"],
+                                   ["--text-layers", "a,b,c"]]), out),
         st.builds(lambda p, o, s: ["import", "nanochat", p, o, *s], path, out,
                   st.sampled_from([[], ["--step", "3"], ["--lean", "nope.lean"]])),
         st.builds(lambda p, o: ["data", "prepare", p, "--tokenizer", p, "--out", o], path, out),
@@ -97,6 +100,7 @@ def argv_for(zoo: list[str]) -> st.SearchStrategy:
 
 # Every subcommand of the parser; `test_cli_surface` checks this is all of them.
 COVERED = {"check", "graph", "validate", "train", "run", "sample", "chat", "export", "import",
+           "generate",
            "data prepare", "data news", "tokenizer train", "safetensors inspect",
            "safetensors provide", "safetensors schema", "shapes", "lsp"}
 

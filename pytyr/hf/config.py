@@ -18,6 +18,7 @@ from pytyr.errors import ConfigError
 from pytyr.paths import input_file, repository_file
 
 from .families import FAMILIES, Family, Field, Fixed, family_named, family_of_architectures
+from .flux2 import DIFFUSERS_FAMILIES
 
 CONFIG_NAME = "config.json"
 
@@ -196,7 +197,7 @@ def _is_narrower(model: dict[str, Any], hf: HFConfig, lacks: tuple[str, ...]) ->
 
 
 def _family(raw: dict[str, Any], path: Path) -> Family:
-    known = ", ".join(t for f in FAMILIES for t in f.model_types)
+    known = ", ".join(t for f in FAMILIES if f not in DIFFUSERS_FAMILIES for t in f.model_types)
     mt = raw.get("model_type")
     if mt is not None:
         if not isinstance(mt, str):
@@ -210,8 +211,9 @@ def _family(raw: dict[str, Any], path: Path) -> Family:
     if cls is not None and "architectures" not in raw:
         fam = family_named(cls) if isinstance(cls, str) else None
         if fam is None:
-            raise ConfigError(f"{path}: '_class_name' {show(cls)} is not a model `tyr run` "
-                              f"reads (it reads: {known})")
+            classes = ", ".join(t for f in DIFFUSERS_FAMILIES for t in f.model_types)
+            raise ConfigError(f"{path}: '_class_name' {show(cls)} is not a diffusers model "
+                              f"`tyr run` reads (it reads: {classes})")
         return fam
     archs = raw.get("architectures")
     fam = family_of_architectures(archs) if isinstance(archs, list) else None

@@ -1,6 +1,8 @@
 """The FLUX.2 [klein] models diffusers writes, as rows of the family table: the autoencoder
-(`AutoencoderKLFlux2`, `examples/flux2/VAE.lean`). A diffusers config names its class in
-`_class_name`, which the table reads as a transformers config's `model_type`."""
+(`AutoencoderKLFlux2`, `examples/flux2/VAE.lean`) and the transformer
+(`Flux2Transformer2DModel`, `examples/flux2/transformer/Transformer.lean`). A diffusers config
+names its class in `_class_name`, which the table reads as a transformers config's
+`model_type`."""
 from __future__ import annotations
 
 from typing import Any
@@ -55,4 +57,51 @@ FLUX2_VAE = Family(
     pick_note="vaeDecode (vaeEncode, flux2Decode with --model)",
 )
 
-DIFFUSERS_FAMILIES = (FLUX2_VAE,)
+_DIT_LEAN = "examples/flux2/transformer/Transformer.lean"
+_AXES = ("t", "h", "w", "l")
+
+
+def _whole_mlp_ratio(raw: dict[str, Any]) -> dict[str, Any]:
+    """`mlp_ratio` as the Lean model's integer (diffusers writes FLUX.2's 3 as 3.0)."""
+    ratio = raw.get("mlp_ratio")
+    if isinstance(ratio, float) and ratio.is_integer():
+        return {**raw, "mlp_ratio": int(ratio)}
+    if isinstance(ratio, float):
+        raise ValueError(f"'mlp_ratio' is {ratio}; the Lean model's MLP is a whole number of "
+                         f"times the width (FLUX.2's 3.0)")
+    return raw
+
+
+FLUX2_TRANSFORMER = Family(
+    name="flux2_transformer",
+    model_types=("Flux2Transformer2DModel",),
+    architecture_prefix="Flux2Transformer2DModel",
+    example=f"{_DIT_LEAN} (flux2Velocity, flux2GuidedVelocity)",
+    fields=(
+        Field("patch_size", "c.patch_size", 1, int),
+        Field("in_channels", "c.in_channels", 128, int),
+        Field("out_channels", "c.out_channels", None, int, default_from="in_channels"),
+        Field("num_layers", "c.num_layers", 8, int),
+        Field("num_single_layers", "c.num_single_layers", 48, int),
+        Field("attention_head_dim", "c.attention_head_dim", 128, int),
+        Field("num_attention_heads", "c.num_attention_heads", 48, int),
+        Field("joint_attention_dim", "c.joint_attention_dim", 15360, int),
+        Field("timestep_guidance_channels", "c.timestep_guidance_channels", 256, int),
+        Field("mlp_ratio", "c.mlp_ratio", 3, int),
+        *(Field(f"axes_dims_rope.{i}", f"c.axes_dims_rope_{a}", 32, int)
+          for i, a in enumerate(_AXES)),
+        Field("rope_theta", "c.rope_theta", 2000.0, float),
+        Field("eps", "c.eps", 1e-6, float),
+        Field("guidance_embeds", "c.guidance_embeds", True, bool),
+    ),
+    fixed=(Fixed("axes_dims_rope.4", (None,), None, "rotary turns four axes (t, h, w, l)"),),
+    inert=("_name_or_path",),
+    unused=(),
+    lean=_DIT_LEAN,
+    pick=lambda raw: "flux2GuidedVelocity" if raw.get("guidance_embeds", True)
+    else "flux2Velocity",
+    pick_note="flux2Velocity, or flux2GuidedVelocity where guidance_embeds",
+    normalised=_whole_mlp_ratio,
+)
+
+DIFFUSERS_FAMILIES = (FLUX2_VAE, FLUX2_TRANSFORMER)

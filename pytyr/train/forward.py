@@ -72,12 +72,7 @@ def forward(model: RunModel, inputs_path: Path, out_path: Path, *, seed: int = 0
     output_file(out_path, "outputs file")
     with SafeTensorsFile(inputs_path) as f:
         tensors = {n: f.tensor(n).clone() for n in f.names()}
-    feeds, sizes = {}, {}
-    for name, t in tensors.items():
-        dtype = "i64" if not t.is_floating_point() else "f32"
-        roles = tuple(f"{name}[{i}]" for i in range(t.ndim))
-        feeds[name] = Feed(dtype, roles)
-        sizes.update(zip(roles, t.shape))
+    feeds, sizes = tensor_feeds(tensors)
     graph = model.graph(feeds, sizes, f"inputs {inputs_path}")
     batch = {}
     for i in graph.inputs:
@@ -107,3 +102,14 @@ def forward(model: RunModel, inputs_path: Path, out_path: Path, *, seed: int = 0
     named = {o.name: t.contiguous() for o, t in zip(graph.outputs, outputs)}
     write_file(named, out_path, {"model": graph.model})
     return named
+
+
+def tensor_feeds(tensors: dict[str, Any]) -> tuple[dict[str, Feed], dict[str, int]]:
+    """Feeds of named tensors as a model's inputs of those names: each axis its own role
+    (`x[0]`), its size the tensor's, so that `fill_dims` reads the model's dims from them."""
+    feeds, sizes = {}, {}
+    for name, t in tensors.items():
+        roles = tuple(f"{name}[{i}]" for i in range(t.ndim))
+        feeds[name] = Feed("f32" if t.is_floating_point() else "i64", roles)
+        sizes.update(zip(roles, t.shape))
+    return feeds, sizes
