@@ -35,6 +35,7 @@ from bench import (  # noqa: E402
     diffusion,
     executor,
     flux,
+    generate,
     gpt,
     hf_load,
     kernels,
@@ -49,7 +50,7 @@ from bench import (  # noqa: E402
 
 BENCHMARKS = {"checker": checker, "cpu_kernels": cpu_kernels, "data": data,
               "defaults": defaults, "diffusion": diffusion, "executor": executor, "flux": flux,
-              "gpt": gpt, "hf_load": hf_load, "kernels": kernels, "lsp": lsp, "memory": memory,
+              "generate": generate, "gpt": gpt, "hf_load": hf_load, "kernels": kernels, "lsp": lsp, "memory": memory,
               "nanochat": nanochat, "safetensors": safetensors_load, "sampling": sampling,
               "threads": threads}
 # benchmarks whose run() also times the torch.compile path when asked (--compile)

@@ -5,6 +5,7 @@ offline: a small `Qwen3ForCausalLM` text encoder with a byte-level BPE tokenizer
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -40,26 +41,33 @@ def tokenizer(vocab: int = 96):
     return fast
 
 
-def build(out: Path, seed: int = 0, *, distilled: bool = False, width: int = 16,
-          layers: int = 3) -> Path:
-    """Write the pipeline to `out` and return it. The text encoder has `layers` layers of
-    `width`; the pipeline stacks three of its hidden states (given as `--text-layers`)."""
+# The sizes of the tests' pipeline: a text encoder of `width` and `layers`, the autoencoder's
+# levels, the transformer's blocks, heads and head width.
+TINY = dict(width=16, layers=3, levels=(8, 16, 24, 24), blocks=(1, 1), heads=2, head=8)
+
+
+def build(out: Path, seed: int = 0, *, distilled: bool = False, **sizes: Any) -> Path:
+    """Write the pipeline to `out` and return it (sizes: `TINY`'s keys, over them). The
+    pipeline stacks three of the text encoder's hidden states (given as `--text-layers`)."""
     import diffusers
     import transformers as tf
 
+    z = {**TINY, **sizes}
+    width, head = z["width"], z["head"]
     torch.manual_seed(seed)
     tok = tokenizer()
     enc = tf.Qwen3ForCausalLM(tf.Qwen3Config(
         vocab_size=len(tok), hidden_size=width, intermediate_size=2 * width,
-        num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=1,
-        head_dim=width // 2, max_position_embeddings=128, tie_word_embeddings=True))
+        num_hidden_layers=z["layers"], num_attention_heads=2, num_key_value_heads=1,
+        head_dim=width // 2, max_position_embeddings=1024, tie_word_embeddings=True))
     vae = diffusers.AutoencoderKLFlux2(
-        in_channels=3, out_channels=3, block_out_channels=(8, 16, 24, 24), layers_per_block=2,
+        in_channels=3, out_channels=3, block_out_channels=z["levels"], layers_per_block=2,
         latent_channels=4, norm_num_groups=4, sample_size=32)
     transformer = diffusers.Flux2Transformer2DModel(
-        in_channels=16, num_layers=1, num_single_layers=1, attention_head_dim=8,
-        num_attention_heads=2, joint_attention_dim=3 * width, timestep_guidance_channels=16,
-        mlp_ratio=2.0, axes_dims_rope=(2, 2, 2, 2), guidance_embeds=False)
+        in_channels=16, num_layers=z["blocks"][0], num_single_layers=z["blocks"][1],
+        attention_head_dim=head, num_attention_heads=z["heads"], joint_attention_dim=3 * width,
+        timestep_guidance_channels=16, mlp_ratio=2.0, axes_dims_rope=(head // 4,) * 4,
+        guidance_embeds=False)
     gen = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for model in (enc, vae, transformer):
