@@ -109,6 +109,18 @@ def output_file(path: str | os.PathLike[str], what: str = "output file") -> Path
     return path
 
 
+def shared_place(path: str | os.PathLike[str]) -> str | None:
+    """What `path` is when it is no directory of its own to fill or replace ("the working
+    directory", "the home directory", ...), links followed; None when it is one."""
+    real = Path(os.path.realpath(path))
+    cwd = Path(os.path.realpath(os.getcwd()))
+    home = Path(os.path.realpath(Path.home()))
+    return ("the filesystem root" if real == Path(real.anchor) else
+            "the home directory" if real == home else
+            "the working directory" if real == cwd else
+            "a directory above the working directory" if real in cwd.parents else None)
+
+
 def read_text(path: str | os.PathLike[str], what: str = "file") -> str:
     """The UTF-8 text of the regular file `path`; a binary or non-UTF-8 file is named."""
     path = input_file(path, what)

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pytyr.errors import ConfigError
-from pytyr.paths import output_dir
+from pytyr.paths import output_dir, shared_place
 from pytyr.train import distributed
 
 LOCK = "run.lock"
@@ -50,13 +50,7 @@ def check_out(value: str | None, model: str, where: str) -> Path:
         raise ConfigError(f"{where}: 'out' contains a NUL character; {hint}")
     # `~` and `~/...` as a shell would (a config value is not expanded by one); `~user` is not
     path = Path(value).expanduser() if value == "~" or value.startswith("~/") else Path(value)
-    real = Path(os.path.realpath(path))
-    cwd = Path(os.path.realpath(os.getcwd()))
-    home = Path(os.path.realpath(Path.home()))
-    what = ("the filesystem root" if real == Path(real.anchor) else
-            "the home directory" if real == home else
-            "the working directory" if real == cwd else
-            "a directory above the working directory" if real in cwd.parents else None)
+    what = shared_place(path)
     if what:
         raise ConfigError(f"{where}: 'out' is {value!r}, {what}; {hint}")
     return output_dir(path, "run directory ('out')")
