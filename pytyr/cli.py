@@ -213,8 +213,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     from .pipeline import LeanModels
 
     input_file(args.lean, "Lean file of the nanochat model")
-    out = import_nanochat(LeanModels(args.lean), Path(args.checkpoint), Path(args.out),
-                          args.step)
+    out = import_nanochat(LeanModels(args.lean), Path(args.checkpoint), args.out, args.step,
+                          args.overwrite)
     model = json.loads((out / "config.json").read_text())
     logits = "nanochatLogits" if model["model"]["c"]["extras"] else "nanochatJanLogits"
     print(f"wrote {out / 'model.safetensors'} and {out / 'config.json'}; run it with\n"
@@ -328,9 +328,12 @@ def build_parser() -> argparse.ArgumentParser:
               "January's): OUT/model.safetensors and OUT/config.json. Every missing, "
               "unexpected or mis-shaped key is listed before any tensor is read.",
               "  tyr import nanochat ~/.cache/nanochat/base_checkpoints/d20 out/d20")
-    im.add_argument("format", choices=["nanochat"])
+    im.add_argument("format", choices=["nanochat"], help="whose checkpoint: nanochat's")
     im.add_argument("checkpoint", metavar="CHECKPOINT", help="a model_NNNNNN.pt or its directory")
-    im.add_argument("out", metavar="OUT_DIR")
+    im.add_argument("out", metavar="OUT_DIR", help="the directory to write (new, or an "
+                    "earlier output of Tyr's, which is replaced whole)")
+    im.add_argument("--overwrite", action="store_true",
+                    help="replace OUT_DIR even where it holds files that Tyr did not write")
     im.add_argument("--step", type=int, help="the checkpoint's step (default: the last)")
     im.add_argument("--lean", default="examples/nanochat/NanoChat.lean", metavar="FILE.lean",
                     help="the Lean model (default: %(default)s)")

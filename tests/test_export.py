@@ -172,11 +172,12 @@ def test_a_run_with_no_transformers_class_is_refused_in_one_line(tmp_path, capsy
 def test_a_tokenizer_with_a_bos_is_written_so_that_the_bos_comes_first(tmp_path, kind):
     from pytyr.data.tokenizer import CharTokenizer, train_bpe
     from pytyr.export.hf_tokenizer import write_tokenizer_files
+    from pytyr.export.output import Stage
 
     text = "to be or not to be\nthat is the question"
     tok = (CharTokenizer.from_text(text, bos="<|bos|>") if kind == "chars"
            else train_bpe([text] * 20, 280))
-    ids = write_tokenizer_files(tmp_path, tok, tok.bos_id, None, 32)
+    ids = write_tokenizer_files(Stage(tmp_path), tok, tok.bos_id, None, 32)
     assert ids == {"bos_token_id": tok.bos_id, "eos_token_id": None, "pad_token_id": None}
     hf = transformers.AutoTokenizer.from_pretrained(tmp_path)
     assert hf.bos_token == "<|bos|>" and hf.bos_token_id == tok.bos_id

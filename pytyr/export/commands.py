@@ -1,6 +1,7 @@
 """`tyr export` on the CLI's parser (`register`, as `sampling.register_sampling`):
 
     tyr export --format hf RUN_DIR OUT_DIR [--checkpoint last] [--set task.module=PATH]
+                                           [--overwrite]
 
 `--set task.module` names again the task module of the user's that the run was trained with:
 a run directory is data, and no module its run.json names is imported
@@ -21,7 +22,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     from pytyr.train.tasks import named_task_module
 
     module = named_task_module(args.set, "export", alone=True)
-    out = export_run(args.format, Path(args.run), Path(args.out), args.checkpoint, module)
+    out = export_run(args.format, Path(args.run), args.out, args.checkpoint, module,
+                     args.overwrite)
     print(f"wrote {out} ({args.format})")
     return 0
 
@@ -34,12 +36,19 @@ def register(sub: Any, make_sub: Callable[..., argparse.ArgumentParser],
                  "model.safetensors, tokenizer files, generation_config.json) that "
                  "AutoTokenizer and AutoModelForCausalLM load: the GPT example as GPT-2 "
                  "(hf-gpt2), nanochat as NanoChat (hf-nanochat), a Hugging Face family's own "
-                 "model (examples/llama) as that family; hf picks by the run's model.",
+                 "model (examples/llama) as that family; hf picks by the run's model. The "
+                 "directory is written beside OUT_DIR and put in its place whole: a previous "
+                 "export there is replaced, a directory of anything else is refused (unless "
+                 "--overwrite), and so are the working directory and the run directory.",
                  "  tyr export --format hf runs/gpt out/gpt2\n"
                  "  tyr export --format hf runs/mine out/mine --set task.module=my_task.py")
-    e.add_argument("--format", required=True, choices=list(FORMATS))
-    e.add_argument("run", metavar="RUN_DIR")
-    e.add_argument("out", metavar="OUT_DIR")
+    e.add_argument("--format", required=True, choices=list(FORMATS),
+                   help="hf: by the run's model; hf-gpt2, hf-nanochat: that architecture")
+    e.add_argument("run", metavar="RUN_DIR", help="the `tyr train` run directory")
+    e.add_argument("out", metavar="OUT_DIR", help="the directory to write (new, or a previous "
+                   "export, which is replaced)")
+    e.add_argument("--overwrite", action="store_true",
+                   help="replace OUT_DIR even where it holds files that no Tyr export wrote")
     e.add_argument("--set", action="append", metavar="task.module=PATH",
                    help="the task module of your own the run was trained with (a run "
                         "directory's code is never imported; checked by its SHA-256)")

@@ -22,7 +22,8 @@ weights:
   dropped, as nanochat does).
 
 `tyr import nanochat CHECKPOINT OUT` writes the result as `OUT/model.safetensors` (Lean paths)
-and `OUT/config.json` (the run config's `model` table), for `tyr run --config --weights`.
+and `OUT/config.json` (the run config's `model` table), for `tyr run --config --weights`; OUT
+is checked and written whole as `tyr export`'s is (`output.Output`).
 """
 from __future__ import annotations
 
@@ -176,14 +177,16 @@ def read_nanochat(source: Any, path: Path, step: int | None = None
     return model.removesuffix("Logits"), {"c": c}, weights
 
 
-def import_nanochat(source: Any, path: Path, out: Path, step: int | None = None) -> Path:
-    """`tyr import nanochat`: `out/model.safetensors` and `out/config.json`."""
-    from pytyr.atomic import atomic_write_text
-    from pytyr.paths import output_dir
-    from pytyr.safetensors import write_file
+def import_nanochat(source: Any, path: Path, out: str, step: int | None = None,
+                    overwrite: bool = False) -> Path:
+    """`tyr import nanochat`: `out/model.safetensors` and `out/config.json`, written whole
+    (`output.Output`: checked before the checkpoint is read, apart from it)."""
+    from pytyr.export.output import Output
 
+    dest = Output(out, "tyr import nanochat", overwrite=overwrite,
+                  apart={"the checkpoint": path}, hint=f"{path.name or 'nanochat'}-tyr")
     model, values, weights = read_nanochat(source, path, step)
-    out = output_dir(out, "output directory")
-    write_file(weights, out / "model.safetensors", {"source": "nanochat", "model": model})
-    atomic_write_text(out / "config.json", json.dumps({"model": values}, indent=1) + "\n")
-    return out
+    with dest.writing(source=str(path.resolve())) as stage:
+        stage.write_tensors("model.safetensors", weights, {"source": "nanochat", "model": model})
+        stage.write_text("config.json", json.dumps({"model": values}, indent=1) + "\n")
+    return Path(dest.shown)

@@ -20,9 +20,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pytyr.atomic import atomic_write_text
 from pytyr.errors import ConfigError
-from pytyr.paths import output_dir
+from pytyr.export.output import Output
 
 ARCHITECTURES = ("gpt2", "nanochat")
 
@@ -65,20 +64,19 @@ def _architecture(weights: dict[str, Any], run_dir: Path) -> str:
                       f"class maps them")
 
 
-def export_hf(run_dir: Path, out: Path, arch: str | None = None,
+def export_hf(run_dir: Path, out: Output, arch: str | None = None,
               checkpoint: str = "best", task_module: str | None = None) -> Path:
-    """Write the directory (module doc) for the run in `run_dir`, with the weights of its
+    """Write the directory (module doc) into `out` (checked: `output.Output`, written whole)
+    for the run in `run_dir`, with the weights of its
     `checkpoint` (`best` or `last`, `run.checkpoint_dir`); `arch` None reads it from them;
     `task_module`: the user's `--set task.module` (`tasks.recorded_task_class`)."""
     from pytyr.export.hf_family import family_config, family_of_run, family_sizes
     from pytyr.export.hf_gpt2 import gpt2_config, gpt2_tensors
     from pytyr.export.hf_nanochat import nanochat_config, nanochat_tensors
     from pytyr.export.hf_tokenizer import write_tokenizer_files
-    from pytyr.safetensors import write_file
     from pytyr.train.record import checkpoint_dir, read_run, run_weights
 
     run = read_run(run_dir)
-    output_dir(out, "export directory")
     cls = _language_task(run, run_dir, task_module)
     where = str(checkpoint_dir(run_dir, checkpoint))
     weights = run_weights(run_dir, checkpoint)
@@ -98,14 +96,14 @@ def export_hf(run_dir: Path, out: Path, arch: str | None = None,
     if tok.vocab_size > sizes["vocab"]:
         raise ConfigError(f"{run_dir}: the tokenizer has {tok.vocab_size} tokens, more than the "
                           f"model's vocabulary of {sizes['vocab']}")
-    out.mkdir(parents=True, exist_ok=True)
-    ids = write_tokenizer_files(out, tok, prefix, sample, sizes["positions"])
-    if arch == "family":
-        config = family_config(*family, run["values"], f"{run_dir}/run.json", ids)
-    elif arch == "gpt2":
-        config = gpt2_config(sizes, run["values"], f"{run_dir}/run.json", ids)
-    else:
-        config = nanochat_config(sizes, ids)
-    write_file(tensors, out / "model.safetensors", {"format": "pt"})
-    atomic_write_text(out / "config.json", json.dumps(config, indent=2) + "\n")
-    return out
+    with out.writing(source=f"{Path(run_dir).resolve()} ({checkpoint})") as stage:
+        ids = write_tokenizer_files(stage, tok, prefix, sample, sizes["positions"])
+        if arch == "family":
+            config = family_config(*family, run["values"], f"{run_dir}/run.json", ids)
+        elif arch == "gpt2":
+            config = gpt2_config(sizes, run["values"], f"{run_dir}/run.json", ids)
+        else:
+            config = nanochat_config(sizes, ids)
+        stage.write_tensors("model.safetensors", tensors, {"format": "pt"})
+        stage.write_text("config.json", json.dumps(config, indent=2) + "\n")
+    return Path(out.shown)

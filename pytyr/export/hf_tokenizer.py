@@ -19,10 +19,8 @@ by the exported tokenizer.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
-from pytyr.atomic import atomic_write_text
 from pytyr.errors import ConfigError
 
 
@@ -58,19 +56,19 @@ def hf_tokenizer(tok: Any, prefix: int | None) -> Any:
     return hf
 
 
-def write_tokenizer_files(out: Path, tok: Any, prefix: int | None, sample: Any,
+def write_tokenizer_files(out: Any, tok: Any, prefix: int | None, sample: Any,
                           max_length: int) -> dict[str, int | None]:
-    """Write the four files into `out` (module doc); return the special ids for the model's
+    """Write the four files into `out` (an `output.Stage`; module doc); return the special ids for the model's
     config (`bos_token_id`, `eos_token_id`, `pad_token_id`)."""
     hf = hf_tokenizer(tok, prefix)
     bos = hf.id_to_token(prefix) if prefix is not None else None
-    atomic_write_text(out / "tokenizer.json", hf.to_str(pretty=True))
+    out.write_text("tokenizer.json", hf.to_str(pretty=True))
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": max_length,
               "clean_up_tokenization_spaces": False, "bos_token": bos, "eos_token": None,
               "pad_token": None, "unk_token": None}
-    atomic_write_text(out / "tokenizer_config.json", json.dumps(config, indent=2) + "\n")
+    out.write_text("tokenizer_config.json", json.dumps(config, indent=2) + "\n")
     specials = {"bos_token": bos} if bos is not None else {}
-    atomic_write_text(out / "special_tokens_map.json", json.dumps(specials, indent=2) + "\n")
+    out.write_text("special_tokens_map.json", json.dumps(specials, indent=2) + "\n")
     ids = {"bos_token_id": prefix, "eos_token_id": None, "pad_token_id": None}
     gen: dict[str, Any] = {k: v for k, v in ids.items() if v is not None}
     if sample is not None:
@@ -78,5 +76,5 @@ def write_tokenizer_files(out: Path, tok: Any, prefix: int | None, sample: Any,
         if sample.temperature > 0:
             gen["temperature"] = sample.temperature
             gen["top_k"] = sample.top_k if sample.top_k is not None else 0
-    atomic_write_text(out / "generation_config.json", json.dumps(gen, indent=2) + "\n")
+    out.write_text("generation_config.json", json.dumps(gen, indent=2) + "\n")
     return ids

@@ -14,7 +14,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, BinaryIO, Mapping
+from typing import Any, BinaryIO, Callable, Mapping
 
 from pytyr.atomic import atomic_write, atomic_write_bytes
 from pytyr.errors import SafeTensorsError
@@ -86,18 +86,25 @@ def _write_data(f: BinaryIO, entries: list[tuple[str, DType, Any]]) -> None:
             f.write(memoryview(t.reshape(-1).view(torch.uint8).numpy()))
 
 
-def write_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
-               metadata: Mapping[str, str] | None = None) -> Path:
-    """Write `tensors` (name → torch tensor) to one `.safetensors` file, atomically."""
-    path = Path(path)
-    entries = _prepare(tensors, path)
-    head = header_bytes(entries, metadata, path)
+def file_writer(tensors: Mapping[str, Any], metadata: Mapping[str, str] | None,
+                where: object) -> Callable[[BinaryIO], None]:
+    """What writes `tensors` as one `.safetensors` file into an open binary file (streamed);
+    the tensors and metadata are checked here, before anything is opened."""
+    entries = _prepare(tensors, where)
+    head = header_bytes(entries, metadata, where)
 
     def write(f: BinaryIO) -> None:
         f.write(head)
         _write_data(f, entries)
 
-    return atomic_write(path, write)
+    return write
+
+
+def write_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
+               metadata: Mapping[str, str] | None = None) -> Path:
+    """Write `tensors` (name → torch tensor) to one `.safetensors` file, atomically."""
+    path = Path(path)
+    return atomic_write(path, file_writer(tensors, metadata, path))
 
 
 def _stale(directory: Path, stem: str, keep: set[str]) -> list[Path]:
