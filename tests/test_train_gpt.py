@@ -43,6 +43,8 @@ def _run(tmp_path, cache, *extra):
     ("sample.prompt=ROMEO€", "character '€' is not in the"),
     ("sample.model=gptLogit", "no model named 'gptLogit'"),
     ("task.name=char_llm", "unknown task 'char_llm' (known: bpb_lm, char_lm, classification"),
+    ("task.name={}", "'task.name' must be a task's name, not {} (known: bpb_lm, char_lm"),
+    ("task.name=[]", "'task.name' must be a task's name, not []"),
     ("train.max_iters=99999999999999999999", "beyond the 64-bit range"),
     ("train.lr=1e999", "'train.lr' must be a finite number"),
     ("model.c.n_head=0", "parameter 'wte' has shape [75, 0]: a dimension of 0 cannot be "

@@ -192,9 +192,12 @@ def task_class(table: dict[str, Any], where: str) -> type[Task]:
     known = sorted({*BUILTIN, *_REGISTRY})
     if name is None:
         raise ConfigError(f"{where}: missing key 'task.name' (known tasks: {', '.join(known)})")
+    if not isinstance(name, str):
+        raise ConfigError(f"{where}: 'task.name' must be a task's name, not {show(name)} "
+                          f"(known: {', '.join(known)})")
     if name not in _REGISTRY and name in BUILTIN:
         _builtin(name)
-    if not isinstance(name, str) or name not in _REGISTRY:
+    if name not in _REGISTRY:
         raise ConfigError(f"{where}: unknown task {name!r} (known: {', '.join(known)})")
     return _REGISTRY[name]
 
