@@ -45,6 +45,10 @@ def _run(tmp_path, cache, *extra):
     ("task.name=char_llm", "unknown task 'char_llm' (known: bpb_lm, char_lm, classification"),
     ("task.name={}", "'task.name' must be a task's name, not {} (known: bpb_lm, char_lm"),
     ("task.name=[]", "'task.name' must be a task's name, not []"),
+    # more evaluation batches than a split holds would repeat it, or run for ever
+    ("train.eval_iters=9223372036854775807", "'train.eval_iters' is 9223372036854775807, more "
+                                             "batches of 4 rows than the val split holds "
+                                             "(119553); give at most 119553"),
     ("train.max_iters=99999999999999999999", "beyond the 64-bit range"),
     ("train.lr=1e999", "'train.lr' must be a finite number"),
     ("model.c.n_head=0", "parameter 'wte' has shape [75, 0]: a dimension of 0 cannot be "
@@ -56,6 +60,19 @@ def test_bad_config_fails_before_training(tmp_path, cache, capsys, override, fra
     err = capsys.readouterr().err
     assert frag in err and err.count("\n") == 1, err
     assert not (tmp_path / "ckpt").exists()
+
+
+def test_eval_iters_is_bounded_by_the_batches_of_the_smaller_split(tmp_path, capsys):
+    # 2,000 characters: val is the last 200, 184 windows of 16 + 1, 46 batches of 4 rows
+    text = tmp_path / "corpus.txt"
+    text.write_text("".join(chr(97 + (i * 7) % 26) for i in range(2000)))
+    common = ["--set", f"task.corpus={text}", "--set", f"task.cache_dir={tmp_path / 'c'}",
+              "--set", "train.max_iters=1", "--set", "sample.prompt=a"]
+    assert _run(tmp_path / "a", tmp_path / "c", *common, "--set", "train.eval_iters=47") == 1
+    err = capsys.readouterr().err
+    assert "'train.eval_iters' is 47, more batches of 4 rows than the val split holds (46)" in err
+    assert not (tmp_path / "a" / "ckpt").exists()
+    assert _run(tmp_path / "b", tmp_path / "c", *common, "--set", "train.eval_iters=46") == 0
 
 
 def test_a_model_that_does_not_fit_the_task_is_named_with_its_place(tmp_path, cache, capsys):

@@ -50,6 +50,11 @@ class RandomBatches:
         self.batch, self.seq, self.seed = batch, seq, seed
         self.rank, self.world, self.accum = rank, world, accum
 
+    def global_batches(self) -> int:
+        """How many global batches (over ranks and micro-batches) the windows fill without
+        repeating one on average: more evaluation batches than that mean nothing more."""
+        return max(1, (len(self.tokens) - self.seq) // (self.batch * self.world * self.accum))
+
     def offsets(self, step: int) -> np.ndarray:
         """This rank's window starts for batch `step`: int64 [batch]."""
         group, at = divmod(step, self.accum)

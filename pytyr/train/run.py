@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pytyr.atomic import atomic_write_text
-from pytyr.config import merge
+from pytyr.config import merge, show
 from pytyr.digest import stamped
 from pytyr.errors import ConfigError
 from pytyr.ir.graph import Graph
@@ -112,7 +112,19 @@ def _check(model: RunModel, task: Task, cfg: RunConfig, sampling: Any, where: st
     model = model.with_values(fill_config_fields(decl, values, feeds, expects, sizes)[0])
     graph = _fitting(model, task, cfg, sizes, where, graph)
     task.check_sampling(model, sampling)
+    _check_eval_iters(task, cfg.train.eval_iters, where)
     return Checked(model, graph, task, cfg, sampling, about)
+
+
+def _check_eval_iters(task: Task, iters: int, where: str) -> None:
+    """`train.eval_iters` bounded by the batches each split holds (`Task.eval_batch_limit`)."""
+    limits = [(limit, split) for split in task.splits
+              if (limit := task.eval_batch_limit(split)) is not None]
+    if limits and iters > min(limits)[0]:
+        limit, split = min(limits)
+        raise ConfigError(f"{where}: 'train.eval_iters' is {show(iters)}, more batches of "
+                          f"{task.ctx.global_batch} rows than the {split} split holds "
+                          f"({limit}); give at most {limit}")
 
 
 def _fitting(model: RunModel, task: Task, cfg: RunConfig, sizes: dict[str, int], where: str,

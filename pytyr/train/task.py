@@ -221,6 +221,12 @@ class Task(abc.ABC):
         """Metrics of one evaluation batch; `loss` is the model's loss (the last output)."""
         return {"loss": float(outputs[-1])}
 
+    def eval_batch_limit(self, split: str) -> int | None:
+        """The most global evaluation batches `split` holds (`train.eval_iters` may not ask
+        for more: it would repeat the data, or run for ever); None where the evaluation does
+        not read `eval_iters` batches."""
+        return None
+
     def summarize_metrics(self, record: dict[str, float]) -> dict[str, float]:
         """The evaluation record once averaged over batches and ranks (`val`, `val_<metric>`,
         ...): a task may derive metrics that are ratios of means here; default: as it is."""

@@ -131,6 +131,10 @@ class ImageFlow(Task):
             yield self.step_inputs({"x0": data.images[idx], "labels": data.labels[idx]},
                                    c.step_rng(c.seed + NOISE_SEED_OFFSET, j), drop=False)
 
+    def eval_batch_limit(self, split: str) -> int | None:
+        data = self.train_set if split == "train" else self.val_set
+        return max(1, len(data) // self.ctx.global_batch)
+
     # -- sampling -------------------------------------------------------------------------
     def _feeds(self, options: ImageSampleOptions) -> dict[str, Feed]:
         feeds = self.feeds()

@@ -51,6 +51,9 @@ class CharLM(LanguageModelTask):
             x, y = self.evals[split].batch_at(j)
             yield {"idx": x, "targets": y}
 
+    def eval_batch_limit(self, split: str) -> int | None:
+        return self.evals[split].global_batches()
+
     def encode(self, text: str) -> list[int]:
         return self.data.encode(text)
 

@@ -130,6 +130,10 @@ class ShardLM(LanguageModelTask):
             x, y = source.batch_at(j)
             yield {"idx": x, "targets": y}
 
+    def eval_batch_limit(self, split: str) -> int | None:
+        """A pass over the split: further batches wrap around to its start."""
+        return max(1, len(self.val if split == "val" else self.train) // self.ctx.accum)
+
     def _tokenizer(self) -> Any:
         if self.tokenizer is None:
             raise DataError(f"{self.options.data}: no tokenizer.json beside the shards, so text "

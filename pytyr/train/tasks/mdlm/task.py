@@ -129,6 +129,9 @@ class MaskedDiffusion(Task):
             x, _ = self.evals[split].batch_at(j)
             yield self._noised(x, c.step_rng(c.seed + MASK_SEED_OFFSET, j))
 
+    def eval_batch_limit(self, split: str) -> int | None:
+        return self.evals[split].global_batches()
+
     def eval_metrics(self, batch: Batch, outputs: tuple[torch.Tensor, ...]) -> dict[str, float]:
         loss = float(outputs[-1])
         return {"loss": loss, "bpc": loss / math.log(2)}
