@@ -89,7 +89,9 @@ def test_train_resume_sample_and_run(tmp_path, cache, capsys):
     full, part = tmp_path / "full", tmp_path / "part"
     assert _run(full, cache, "--set", "train.max_iters=8") == 0
     assert _run(part, cache, "--set", "train.max_iters=4") == 0
+    capsys.readouterr()
     assert _run(part, cache, "--set", "train.max_iters=8", "--resume") == 0
+    assert f"resuming from step 4 of 8 ({part / 'ckpt'})\n" in capsys.readouterr().out
     a = json.loads((full / "metrics.json").read_text())
     b = json.loads((part / "metrics.json").read_text())
     losses = lambda m: [s["loss"] for s in m["history"]["steps"]]  # noqa: E731

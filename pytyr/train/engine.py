@@ -191,7 +191,11 @@ class Engine:
             self.scaler.load_state_dict(extra["scaler"])
         self.history = extra["history"]
         self._recorded_threads = extra.get("threads")
-        return int(state["step"])
+        step = int(state["step"])
+        if distributed.is_main():
+            print(f"resuming from step {step} of {self.cfg.max_iters} ({state['path']})",
+                  flush=True)
+        return step
 
     def _save(self, step: int) -> None:
         rngs = distributed.gather(capture_rng())  # None for a process alone
