@@ -118,3 +118,65 @@ def test_data_bench_runs(tmp_path):
     rows = data.rows(r)
     assert len(rows) == 2 and all(row.goal and row.verdict in ("ok", "MISSED") for row in rows)
     json.dumps(r)
+
+
+def test_a_full_disk_at_any_write_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, capsys):
+    # every write of a prepare: the temporary tokens (`_append`), each shard, the tokenizer's
+    # copy and meta.json (`atomic_write`); the k-th fails with ENOSPC part-way, as a full disk
+    import errno
+
+    import pytyr.atomic as atomic
+    import pytyr.data.prepare as prepare
+    from pytyr.cli import main
+
+    write_dataset(tmp_path / "ds", files=1)
+    TOK.save(tmp_path / "tok.json")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    argv = ["data", "prepare", str(tmp_path / "ds"), "--tokenizer", str(tmp_path / "tok.json"),
+            "--out", str(out), "--val-tokens", "100", "--shard-tokens", "300", "--no-progress"]
+    real_append, real_atomic = prepare._append, atomic.atomic_write
+    calls = [0]
+
+    def full(k):
+        def append(f, tokens):
+            calls[0] += 1
+            if calls[0] - 1 == k:
+                f.write(b"\0" * 8)
+                raise OSError(errno.ENOSPC, "No space left on device")
+            real_append(f, tokens)
+
+        def atomic_write(path, write):
+            calls[0] += 1
+            if calls[0] - 1 != k:
+                return real_atomic(path, write)
+
+            def half(f):
+                f.write(b"\0" * 8)
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return real_atomic(path, half)
+        return append, atomic_write
+
+    with monkeypatch.context() as m:
+        append, write = full(-1)
+        m.setattr(prepare, "_append", append)
+        m.setattr(atomic, "atomic_write", write)
+        assert main(argv) == 0
+    writes, done = calls[0], sorted(p.name for p in out.iterdir())
+    assert writes >= 6 and len(done) >= 5, done  # tokens, shards, tokenizer, meta.json
+    for name in done:
+        if name != "keep.txt":
+            (out / name).unlink()
+    capsys.readouterr()
+    for k in range(writes):
+        calls[0] = 0
+        with monkeypatch.context() as m:
+            append, write = full(k)
+            m.setattr(prepare, "_append", append)
+            m.setattr(atomic, "atomic_write", write)
+            assert main(argv) == 1, f"write {k}"
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{out}/" in err and "No space left on device" in err, err
+        assert "internal error" not in err
+        assert sorted(p.name for p in out.iterdir()) == ["keep.txt"], f"write {k}"

@@ -9,7 +9,9 @@ the rest to `{name}_train_000000.bin`, ... (the FineWeb layout of modded-nanogpt
 run on across shard boundaries). Every shard is written atomically; `meta.json` is written
 last and lists them with their SHA-256, and the SHA-256 of the tokenizer copy, and carries its
 own checksum, so a directory with a `meta.json` is complete and a replaced or edited file in
-it is found (`shard_lm`). `name` is a plain file-name prefix and `out_dir` a directory (or
+it is found (`shard_lm`). A write that fails (a full disk) or an interruption removes what
+this run wrote (the temporary tokens, its shards, its tokenizer copy): an error is one line
+naming the file. `name` is a plain file-name prefix and `out_dir` a directory (or
 nothing yet), both checked before any work. With `world > 1`, rank r prepares its strided row
 groups into `{name}_r{r}_...`.
 """
@@ -47,6 +49,7 @@ class _ShardWriter:
         self.parts: list[np.ndarray] = []
         self.buffered = 0
         self.written: dict[str, list[dict[str, Any]]] = {"val": [], "train": []}
+        self.extra: list[Path] = []
 
     def add(self, tokens: np.ndarray) -> None:
         self.parts.append(tokens)
@@ -73,6 +76,22 @@ class _ShardWriter:
         if self.buffered:
             self._flush(self.buffered)
 
+    def also(self, path: Path) -> None:
+        """Another file this run wrote (the tokenizer's copy), removed with the shards."""
+        self.extra.append(path)
+
+    def remove(self) -> None:
+        """Remove every file written so far (after a failure: none of it is a data set)."""
+        for entry in (*self.written["val"], *self.written["train"]):
+            (self.out / entry["file"]).unlink(missing_ok=True)
+        for path in self.extra:
+            path.unlink(missing_ok=True)
+
+
+def _append(f: Any, tokens: np.ndarray) -> None:
+    """Tokens onto the temporary file (every write of `_tokenize` comes here)."""
+    tokens.astype(TOKEN_DTYPE, copy=False).tofile(f)
+
 
 def _tokenize(stream: ParquetTextStream, tokenizer: Tokenizer, path: Path,
               progress: bool | None) -> tuple[int, int]:
@@ -86,7 +105,10 @@ def _tokenize(stream: ParquetTextStream, tokenizer: Tokenizer, path: Path,
                                      disable=hide) as bar:
         for _, texts in stream:
             tokens = encode_documents(tokenizer, texts, bos=tokenizer.bos_id is not None)
-            tokens.astype(TOKEN_DTYPE, copy=False).tofile(f)
+            try:
+                _append(f, tokens)
+            except OSError as err:  # `tofile` names no file
+                raise OSError(err.errno, err.strerror, str(path)) from None
             total += len(tokens)
             docs += len(texts)
             bar.update(1)
@@ -126,6 +148,8 @@ def prepare_parquet(paths: Any, tokenizer: Tokenizer, out_dir: str | os.PathLike
                           f"{err.strerror or err}") from None
     prefix = name if world == 1 else f"{name}_r{rank}"
     scratch = out / f".{prefix}.tokens.tmp"  # every token, until the split is known
+    writer = _ShardWriter(out, prefix, shard_tokens, 0, fmt)
+    source = tokenizer_path or tokenizer.source
     try:
         total, docs = _tokenize(stream, tokenizer, scratch, progress)
         if total == 0:
@@ -133,22 +157,37 @@ def prepare_parquet(paths: Any, tokenizer: Tokenizer, out_dir: str | os.PathLike
                             f"(every '{column}' value of this rank is empty or null)")
         n_val = split.tokens(total)  # a refusal leaves a data set already there complete
         (out / "meta.json").unlink(missing_ok=True)  # the directory is incomplete until the end
-        writer = _ShardWriter(out, prefix, shard_tokens, n_val, fmt)
+        writer.val_left = n_val
         tokens = np.memmap(scratch, dtype=TOKEN_DTYPE, mode="r", shape=(total,))
         for start in range(0, total, _CHUNK):
             writer.add(np.asarray(tokens[start:start + _CHUNK]))
         writer.close()
         del tokens
+        # the data set is self-contained: sampling decodes with this copy
+        writer.also(tokenizer.save(out / "tokenizer.json"))
+        meta = _meta(total, n_val, docs, stream, tokenizer, source, writer, out,
+                     column=column, fmt=fmt, rank=rank, world=world)
+        atomic_write_text(out / "meta.json", json.dumps(meta, indent=1))
+    except OSError as err:  # a full disk: named, and nothing of this run left
+        writer.remove()
+        raise DataError(f"{err.filename or out}: cannot write the data set: "
+                        f"{err.strerror or err}; the files this run wrote were removed") from None
+    except BaseException:
+        writer.remove()
+        raise
     finally:
         scratch.unlink(missing_ok=True)
-    source = tokenizer_path or tokenizer.source
-    tokenizer.save(out / "tokenizer.json")  # the data set is self-contained: sampling decodes
+    return meta
+
+
+def _meta(total: int, n_val: int, docs: int, stream: ParquetTextStream, tokenizer: Tokenizer,
+          source: str, writer: _ShardWriter, out: Path, **options: Any) -> dict[str, Any]:
+    """meta.json (module doc), with its checksum."""
+    column, fmt, rank, world = (options[k] for k in ("column", "fmt", "rank", "world"))
     meta = {"format": fmt, "tokens": total, "val_tokens": n_val, "train_tokens": total - n_val,
             "documents": docs, "null_rows": stream.null_rows,
             "vocab_size": tokenizer.vocab_size, "bos_id": tokenizer.bos_id,
             "tokenizer": source, "tokenizer_sha256": file_sha256(out / "tokenizer.json"),
             "column": column, "rank": rank, "world": world,
             "sources": [str(f) for f in stream.files], **writer.written}
-    meta = stamped(meta)
-    atomic_write_text(out / "meta.json", json.dumps(meta, indent=1))
-    return meta
+    return stamped(meta)
