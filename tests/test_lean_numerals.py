@@ -131,3 +131,20 @@ def test_a_huge_nat_literal_as_a_float_is_inf_not_an_exception(tmp_path):
     # Lean: `OfNat Float n` is `Float.ofNat n`, `inf` beyond the range of a double.
     d = one_error(tmp_path, "def f (x : T #[2]) : T #[3] := scale x 1" + "0" * 400)
     assert d.message.startswith("argument 'x' of 'scale' has type T #[2]")
+
+
+@pytest.mark.parametrize("num", ["1", "25", "5e3", "0"])
+def test_a_number_with_no_digit_before_its_point_says_what_to_write(tmp_path, num):
+    # Lean reads `.1` as `·` notation and then a stray `1`; the checker says what is meant
+    d = one_error(tmp_path, f"def x : Float := .{num}\n", prelude=False)
+    assert (d.pos.line, d.pos.col) == (1, 17)
+    assert d.message == (f"'.{num}' is not a number in Lean 4, so not in the Tyr subset "
+                         f"either; write '0.{num}'")
+    assert check_src(tmp_path, f"def x : Float := 0.{num}\n", prelude=False) == []
+
+
+def test_real_lean_rejects_a_number_with_no_digit_before_its_point_there_too(tmp_path):
+    from tests.lean.real import lean_messages, real_lean
+
+    msgs = lean_messages(real_lean(), tmp_path, "def x : Float := .1\n")
+    assert (msgs[0].line, msgs[0].col) == (1, 17) and "`·` notation" in msgs[0].first_line

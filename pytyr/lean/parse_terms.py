@@ -235,6 +235,10 @@ class TermParser:
             if t.text == "." and self.peek().kind == "ident" and not self.peek().ws_before:
                 self.next()
                 return S.DotIdent(t.pos, self.next().text)
+            if t.text == "." and self.peek().kind in ("nat", "sci") and not self.peek().ws_before:
+                num = self.peek().text  # Lean reads `.1` as `·` notation, then a stray `1`
+                raise self.error(f"'.{num}' is not a number in Lean 4, so not in the Tyr "
+                                 f"subset either; write '0.{num}'")
             if t.text == "_":
                 self.next()
                 return S.Hole(t.pos)
