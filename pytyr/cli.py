@@ -231,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = _sub(sub, "check", "type-check Lean files of the Tyr subset",
              "Type-check Lean files with the Tyr checker; errors are located (file:line:col).",
              "  tyr check examples/gpt/GPT.lean\n  tyr check Tyr.lean Tyr/*.lean")
-    c.add_argument("files", nargs="+", metavar="FILE.lean")
+    c.add_argument("files", nargs="+", metavar="FILE.lean", help="the Lean files to check")
     c.set_defaults(fn=cmd_check)
 
     g = _sub(sub, "graph", "instantiate a model and print its graph IR",
@@ -254,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     v = _sub(sub, "validate", "validate a graph IR JSON document",
              "Validate a graph IR document (docs/ir.md) against the Lean op signatures.",
              "  tyr validate graph.json")
-    v.add_argument("graph", metavar="GRAPH.json")
+    v.add_argument("graph", metavar="GRAPH.json", help="a graph IR document (`tyr graph -o`)")
     v.set_defaults(fn=cmd_validate)
 
     t = _sub(sub, "train", "train a model on a task (config.json beside the model)",
@@ -312,7 +312,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "match a key); named in the output")
     r.add_argument("--run", metavar="DIR", help="a `tyr train` run directory")
     _add_checkpoint(r)
-    r.add_argument("-o", "--output", default="outputs.safetensors", metavar="FILE")
+    r.add_argument("-o", "--output", default="outputs.safetensors", metavar="FILE",
+                   help="where to write the outputs (default %(default)s)")
     r.add_argument("--seed", type=int, default=0, help="of fresh weights (without --weights)")
     r.set_defaults(fn=cmd_run)
 

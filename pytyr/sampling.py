@@ -173,6 +173,20 @@ _SET_HELP = ("a sampling option over the run's; task.module=PATH: the task modul
              "checked by its SHA-256)")
 
 
+def _add_sampling(p: argparse.ArgumentParser, tokens: str) -> None:
+    """The sampling options `tyr sample` and `tyr chat` share; each defaults to the run's
+    `sample` table (with --weights: the task's defaults)."""
+    p.add_argument("--max-new-tokens", type=int, metavar="N", help=f"{tokens} (default: the "
+                   f"run's sample.max_new_tokens)")
+    p.add_argument("--temperature", type=float, metavar="T", help="divides the logits before "
+                   "sampling; 0 is greedy (always the likeliest token); default: the run's "
+                   "sample.temperature")
+    p.add_argument("--top-k", type=int, metavar="K", help="sample among the K likeliest tokens "
+                   "only (default: the run's sample.top_k)")
+    p.add_argument("--seed", type=int, help="of the sampling's random draws: the same seed, "
+                   "the same text (default: the run's sample.seed)")
+
+
 def register_sampling(sub: Any, make_sub: Callable[..., argparse.ArgumentParser],
                       add_checkpoint: Callable[[argparse.ArgumentParser], None]) -> None:
     """`tyr sample` and `tyr chat` on the parser's subcommands (`make_sub`: cli's `_sub`)."""
@@ -189,11 +203,9 @@ def register_sampling(sub: Any, make_sub: Callable[..., argparse.ArgumentParser]
                    "family's step model, its tokenizer.json (--set model.c.cache=N: context)")
     s.add_argument("file", nargs="?", metavar="FILE.lean", help="with --weights: its Lean file")
     s.add_argument("--hf-config", metavar="FILE", help="as `tyr run --hf-config`")
-    s.add_argument("--prompt")
-    s.add_argument("--max-new-tokens", type=int)
-    s.add_argument("--temperature", type=float)
-    s.add_argument("--top-k", type=int)
-    s.add_argument("--seed", type=int)
+    s.add_argument("--prompt", metavar="TEXT", help="the text the sample starts with (default: "
+                   "the run's sample.prompt)")
+    _add_sampling(s, "tokens to generate")
     s.add_argument("--model", help="the @[model] that gives logits (with --weights: whose "
                    "…Step decodes)")
     s.add_argument("--set", action="append", metavar="sample.KEY=VALUE", help=_SET_HELP)
@@ -210,10 +222,7 @@ def register_sampling(sub: Any, make_sub: Callable[..., argparse.ArgumentParser]
     ch.add_argument("--run", metavar="DIR",
                     help="output directory of `tyr train` of a language model (default: the "
                          "newest one under runs/)")
-    ch.add_argument("--max-new-tokens", type=int, help="most tokens per reply")
-    ch.add_argument("--temperature", type=float)
-    ch.add_argument("--top-k", type=int)
-    ch.add_argument("--seed", type=int)
+    _add_sampling(ch, "most tokens per reply")
     ch.add_argument("--stop", metavar="TEXT", help="end a reply where it writes TEXT")
     ch.add_argument("--set", action="append", metavar="sample.KEY=VALUE", help=_SET_HELP)
     add_checkpoint(ch)

@@ -113,3 +113,23 @@ def test_every_subcommand_is_in_the_fuzz_and_has_help(capsys):
         assert done.value.code == 0
         assert "examples:" in capsys.readouterr().out or command.startswith(("data", "tok",
                                                                               "safe"))
+
+
+def _options(parser: argparse.ArgumentParser, name: str):
+    """(command, option) for every argument of every subcommand, help flags aside."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub, p in action.choices.items():
+                yield from _options(p, f"{name} {sub}")
+        elif not isinstance(action, argparse._HelpAction):
+            yield name, action
+
+
+def test_every_option_of_every_subcommand_says_what_it_does():
+    options = list(_options(build_parser(), "tyr"))
+    assert {c for c, _ in options} >= {"tyr sample", "tyr data prepare", "tyr export"}
+    bare = [f"{c} {'/'.join(a.option_strings) or a.dest}" for c, a in options
+            if not (a.help or "").strip()]
+    assert bare == [], bare
+    sample = {a.dest: a.help for c, a in options if c == "tyr sample"}
+    assert "0 is greedy" in sample["temperature"]

