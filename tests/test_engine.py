@@ -3,6 +3,7 @@ run resumes bit for bit (optimizer, RNG, history), accumulation and the optimize
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Iterator
 
 import numpy as np
@@ -142,6 +143,61 @@ def test_resume_after_a_kill_equals_an_uninterrupted_run(tmp_path, crash_after, 
     assert resumed["evals"] == ref["evals"]
     for a, b in zip(ref_model.parameters(), resumed_model.parameters()):
         assert torch.equal(a, b)
+
+
+class HostRngLM(BigramLM):
+    """Draws from numpy's and Python's global generators too (as a user's module or task
+    may) and records, before every training forward, the states of all three."""
+
+    def __init__(self, seed: int = 0):
+        super().__init__(seed)
+        self.states: list[tuple[bytes, bytes, object]] = []
+
+    def forward(self, idx, targets):
+        if self.training:
+            n = np.random.get_state()
+            self.states.append((torch.get_rng_state().numpy().tobytes(),
+                                n[1].tobytes() + repr(n[2:]).encode(), random.getstate()))
+        scale = 1 + 1e-3 * (np.random.random() + random.random()) if self.training else 1
+        logits, loss = super().forward(idx, targets)
+        return logits, loss * scale
+
+
+def _host_states():
+    n = np.random.get_state()
+    return n[1].tobytes(), n[2:], random.getstate(), torch.get_rng_state()
+
+
+@pytest.mark.parametrize("crash_after", [9, 14])
+def test_a_resumed_run_has_every_rng_state_of_an_uninterrupted_one(tmp_path, crash_after):
+    # each run in a process of its own seeding: the generators' states follow from
+    # train.seed alone, step by step, whether the run was resumed or not; the caller's own
+    # states are as they were after every run
+    def in_process(seed, module, out, **kw):
+        np.random.seed(seed)
+        random.seed(seed)
+        torch.manual_seed(seed)
+        before = _host_states()
+        try:
+            return _train(module, out, **kw)
+        finally:
+            after = _host_states()
+            assert after[:3] == before[:3] and torch.equal(after[3], before[3])
+
+    ref = HostRngLM()
+    losses = _losses(in_process(1, ref, tmp_path / "ref"))
+    victim = HostRngLM()
+    victim.crash_after = crash_after
+    with pytest.raises(KeyboardInterrupt):
+        in_process(2, victim, tmp_path / "run")
+    resumed = HostRngLM(seed=99)
+    assert _losses(in_process(3, resumed, tmp_path / "run", resume=True)) == losses
+    start = 7 * (crash_after // 7)  # the last checkpoint before the kill
+    assert len(resumed.states) == 30 - start
+    for step, (a, b) in enumerate(zip(ref.states[start:], resumed.states), start):
+        assert a[0] == b[0], f"torch's state differs at step {step}"
+        assert a[1] == b[1], f"numpy's state differs at step {step}"
+        assert a[2] == b[2], f"Python's state differs at step {step}"
 
 
 def test_extending_a_finished_run(tmp_path):

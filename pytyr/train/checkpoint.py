@@ -26,12 +26,13 @@ the last complete checkpoint stays.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import random
 import shutil
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,8 @@ MODEL_FILE, OPTIM_FILE, STATE_FILE = "model.safetensors", "optimizer.safetensors
 _rename = os.replace  # the two renames that publish a checkpoint (tests interrupt them)
 _noted: set[str] = set()  # unverifiable checkpoints already noted in this process
 
-__all__ = ["CheckpointError", "capture_rng", "restore_rng", "save_checkpoint", "resolve",
+__all__ = ["CheckpointError", "capture_rng", "restore_rng", "seed_rngs", "rngs_kept",
+           "save_checkpoint", "resolve",
            "read_state", "load_checkpoint", "read_weights", "checkpoint_around"]
 
 
@@ -86,6 +88,28 @@ def restore_rng(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(
             [torch.frombuffer(bytearray(base64.b64decode(s)), dtype=torch.uint8)
              for s in state["cuda"]])
+
+
+def seed_rngs(seed: int) -> None:
+    """Seed every global generator a run may draw from (torch's, numpy's, Python's) as a
+    fresh run starts, so that its states at every step follow from `seed` alone, as a
+    resumed run's do from its checkpoint (`restore_rng`)."""
+    torch.manual_seed(seed)
+    np.random.seed([seed % 2**32, seed >> 32])  # numpy's legacy seeds are 32-bit words
+    random.seed(seed)
+
+
+@contextlib.contextmanager
+def rngs_kept() -> Iterator[None]:
+    """The global generators (torch's CPU one, numpy's, Python's) as they were, after the
+    block: what a run seeds, draws and restores stays the run's."""
+    np_state, py_state = np.random.get_state(), random.getstate()
+    with torch.random.fork_rng(devices=[]):
+        try:
+            yield
+        finally:
+            np.random.set_state(np_state)
+            random.setstate(py_state)
 
 
 def _module_tensors(module: nn.Module) -> dict[str, torch.Tensor]:

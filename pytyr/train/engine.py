@@ -16,7 +16,8 @@ graph whose last output is the scalar loss) on `task`'s batches:
   are run (this rank's micro-batches of the same global batches for every world size) and
   their metrics averaged over micro-batches and ranks (equal sizes: the global mean);
 - every `checkpoint_interval` steps (and at the end) rank 0 writes a checkpoint holding
-  every rank's RNG state, so `run(resume=True)` continues exactly where the run was; an
+  every rank's RNG states (torch's, numpy's, Python's: a fresh run seeds all three from
+  `seed`), so `run(resume=True)` continues exactly where the run was; an
   evaluation with the lowest `val` loss so far also writes the weights to `best/`;
 - SIGINT or SIGTERM (Ctrl-C) stops the run at the end of the step: the checkpoint, the plot
   and the metrics are written, then `Interrupted` is raised (`--resume` continues exactly);
@@ -48,7 +49,9 @@ from pytyr.train.checkpoint import (
     read_state,
     resolve,
     restore_rng,
+    rngs_kept,
     save_checkpoint,
+    seed_rngs,
 )
 from pytyr.train.heap import keep_freed_heap
 from pytyr.train.optim import make_optimizers, schedule_muon, set_rate
@@ -236,7 +239,7 @@ class Engine:
         """The run's thread count (`threads.py`), timed on the next micro-batch's forward and
         backward; the gradients and every RNG are left as they were."""
         def probe() -> None:
-            with torch.random.fork_rng(devices=[]):
+            with rngs_kept():
                 loss = self.forward(self.module, self.micro_batch(start * self.accum))[-1]
                 loss.backward()
             for p in self.params:
@@ -263,13 +266,13 @@ class Engine:
             torch.set_num_threads(threads_before)  # the run's count was the run's
 
     def _run(self, resume: bool, progress: bool) -> History:
-        # The run's randomness (dropout) draws from the global generators; the fork leaves
-        # the caller's torch state as it was.
-        with torch.random.fork_rng(devices=[]):
+        # The run's randomness (dropout, a task's draws) comes from the global generators:
+        # seeded by the run (restored on resume), the caller's states kept around it.
+        with rngs_kept():
             if resume:
                 start = self._restore()
             else:
-                torch.manual_seed(self.cfg.seed + self.rank)
+                seed_rngs(self.cfg.seed + self.rank)
                 start = 0
             self.module.train()
             if self.device.type == "cpu":
