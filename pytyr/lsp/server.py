@@ -3,15 +3,18 @@
 Diagnostics as you type, the elaborated type of any term on hover (with the config's numbers
 when a `config.json` is beside the file), go-to-definition into the user's files and
 `Tyr/*.lean`, document symbols, completion, and the code actions of `actions.py`.
-Every request gets an answer: a fault while answering is logged and answered with nothing.
+Every request gets an answer: a fault while answering is logged and answered with nothing;
+what a client sends broken is answered or logged by `rpc.py` (the protocol over stdio).
 Initialization options: `{"debounceMs": 150}` (the quiet time before a re-check).
 """
 from __future__ import annotations
 
 import functools
+import os
+import sys
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
@@ -22,6 +25,7 @@ from .analysis import Analysis, analyse
 from .complete import items, patched, site
 from .convert import Units, diagnostics, hover_markdown, location
 from .documents import Documents
+from .rpc import TyrProtocol, serve
 from .scopes import Decl
 
 VERSION = "0.1.0"
@@ -29,7 +33,7 @@ VERSION = "0.1.0"
 
 class TyrServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("tyr", VERSION,
+        super().__init__("tyr", VERSION, protocol_cls=TyrProtocol,
                          text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
         self.documents = Documents(self._publish, self._log)
 
@@ -257,6 +261,11 @@ def _shown_path(p: Path) -> str:
         return str(p)
 
 
-def main() -> int:
-    server.start_io()
-    return 0
+def main() -> NoReturn:
+    """Serve stdin/stdout, then end the process with the protocol's exit code (at once: a
+    check still running on its worker thread must not hold the exit)."""
+    assert isinstance(server.protocol, TyrProtocol)
+    code = serve(server.protocol)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
