@@ -2,7 +2,8 @@
 in raw bytes): every request is answered — params that do not fit its method with -32602
 (InvalidParams), a message that is no request with -32600 (InvalidRequest), any request
 after `shutdown` with -32600 —; `exit` ends the process with 0 after `shutdown` and 1
-without, at once."""
+without, at once; a document too large to check (a 100 MiB identifier) is refused with a
+diagnostic within seconds."""
 from __future__ import annotations
 
 import time
@@ -12,9 +13,11 @@ import pytest
 from lsprotocol import types as lsp
 
 from lsp_raw import INITIALIZE, RawServer, frame, notification
+from pytyr.lsp.analysis import MAX_CHARS, MAX_LINE
 from pytyr.lsp.server import server as tyr_server
 
 ANSWER_S = 30.0
+BIG_S = 60.0  # 100 MiB through a pipe, parsed and refused, on a loaded machine
 
 
 def _requests() -> list[str]:
@@ -112,7 +115,8 @@ def test_the_end_of_the_input_exits_as_exit_would(server, shut_down, code):
 
 def test_exit_is_not_held_by_a_check_in_progress(server, tmp_path):
     """A check of seconds is running on the worker thread when `exit` comes."""
-    text = "def x : Nat :=\n" + " +\n".join(["  1"] * 75_000) + "\n"
+    text = "def x : Nat :=\n" + " +\n".join(["  1"] * 75_000) + "\n"  # within the limits
+    assert len(text) <= MAX_CHARS and max(map(len, text.split("\n"))) <= MAX_LINE
     server.send(notification("textDocument/didOpen", {"textDocument": {
         "uri": (tmp_path / "Slow.lean").as_uri(), "languageId": "lean4", "version": 1,
         "text": text}}))
@@ -120,3 +124,42 @@ def test_exit_is_not_held_by_a_check_in_progress(server, tmp_path):
     server.ask(1, "shutdown", timeout=ANSWER_S)
     server.send(notification("exit"))
     assert server.end(timeout=2) == 0  # the check alone takes 3 s or more
+
+
+def _diagnostics(s: RawServer, uri: str) -> list[dict]:
+    for m in reversed(s.seen):
+        if m.get("method") == "textDocument/publishDiagnostics" and m["params"]["uri"] == uri:
+            return m["params"]["diagnostics"]
+    raise AssertionError(f"no diagnostics for {uri}")
+
+
+def test_a_100_mib_identifier_is_refused_within_seconds(server, tmp_path):
+    big = (tmp_path / "Huge.lean").as_uri()
+    server.send(notification("textDocument/didOpen", {"textDocument": {
+        "uri": big, "languageId": "lean4", "version": 1,
+        "text": "import Tyr\ndef " + "a" * (100 << 20) + " : Nat := 1\n"}}))
+    small = (tmp_path / "Small.lean").as_uri()
+    server.send(notification("textDocument/didOpen", {"textDocument": {
+        "uri": small, "languageId": "lean4", "version": 1, "text": "def x : Nat := 1\n"}}))
+    syms = server.ask(1, "textDocument/documentSymbol", {"textDocument": {"uri": small}},
+                      timeout=BIG_S)
+    assert [s["name"] for s in syms["result"]] == ["x"]  # the other document is served
+    where = {"textDocument": {"uri": big}, "position": {"line": 1, "character": 5_000_000}}
+    for rid, method in [(2, "textDocument/hover"), (3, "textDocument/completion"),
+                        (4, "textDocument/definition")]:
+        assert server.ask(rid, method, where, timeout=ANSWER_S)["result"] is None
+    (d,) = _diagnostics(server, big)
+    assert f"characters long, over the {MAX_CHARS:,} the language server checks" in d["message"]
+    assert d["range"]["start"] == {"line": 0, "character": 0}
+
+
+def test_a_line_too_long_is_refused_at_that_line(server, tmp_path):
+    uri = (tmp_path / "Long.lean").as_uri()
+    line = "def " + "a" * MAX_LINE + " : Nat := 1"
+    server.send(notification("textDocument/didOpen", {"textDocument": {
+        "uri": uri, "languageId": "lean4", "version": 1, "text": f"import Tyr\n\n{line}\n"}}))
+    assert server.ask(1, "textDocument/hover", {"textDocument": {"uri": uri}, "position": {
+        "line": 2, "character": 9}}, timeout=ANSWER_S)["result"] is None
+    (d,) = _diagnostics(server, uri)
+    assert d["range"]["start"] == {"line": 2, "character": 0}
+    assert f"line 3 is {len(line):,} characters long" in d["message"]

@@ -17,6 +17,9 @@ from ..lean.program import Program, is_native_module, tyr_root
 from .record import Record, RecordingChecker, Ref, Typed
 from .text import Point, Source, Span, command_exprs, contains, expr_spans
 
+MAX_CHARS = 1 << 19  # of a document (14x the largest example): a check of seconds at most
+MAX_LINE = 10_000  # characters of one line (a longer one is a pasted blob, not a model)
+
 
 @dataclass
 class Analysis:
@@ -30,6 +33,7 @@ class Analysis:
     diagnostics: list[Diagnostic] = field(default_factory=list)  # of every file it loaded
     deps: set[str] = field(default_factory=set)  # resolved paths of user files it imports
     seconds: float = 0.0
+    refused: bool = False  # too large to check (`oversize`): no request looks into it
     typed: list[tuple[Span, Typed]] = field(default_factory=list)  # of this file, with spans
     refs: list[tuple[Span, Ref]] = field(default_factory=list)
     spans: dict[int, Span] = field(default_factory=dict)  # id(syntax node) → span
@@ -73,7 +77,11 @@ def analyse(path: Path, text: str, overlay: dict[str, str] | None = None,
     t0 = time.perf_counter()
     key = str(path.resolve())
     shown = _display(path)
-    a = Analysis(path, shown, version, Source(text, shown))
+    refused = oversize(text, shown)
+    a = Analysis(path, shown, version, Source(text, shown, lex=refused is None))
+    if refused is not None:  # bounded work: not lexed, not checked
+        a.diagnostics, a.refused = [refused], True
+        return a
     if is_native_module(path):  # Lean-only meta code: `lake build` checks it, not we
         return a
     rec = Record()
@@ -106,6 +114,21 @@ def analyse(path: Path, text: str, overlay: dict[str, str] | None = None,
                 a.refs.append((a.source.token_span(i), r))
     a.seconds = time.perf_counter() - t0
     return a
+
+
+def oversize(text: str, shown: str) -> Diagnostic | None:
+    """Why `text` is too large to check as it is typed (None: it is not): a check's work
+    grows with the text, and an editor waits for each."""
+    if len(text) > MAX_CHARS:
+        return Diagnostic(Pos(shown, 1, 0), f"this file is {len(text):,} characters long, over "
+                          f"the {MAX_CHARS:,} the language server checks: it is not checked")
+    lines = text.split("\n")
+    if max(map(len, lines)) <= MAX_LINE:
+        return None
+    k, n = next((k, len(x)) for k, x in enumerate(lines) if len(x) > MAX_LINE)
+    return Diagnostic(Pos(shown, k + 1, 0), f"line {k + 1} is {n:,} characters long, over the "
+                      f"{MAX_LINE:,} the language server reads in a line: the file is not "
+                      "checked")
 
 
 def _display(path: Path) -> str:

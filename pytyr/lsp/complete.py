@@ -21,7 +21,7 @@ from .display import Shower, signature
 from .record import Typed
 from .text import Point
 
-_WORD = re.compile(r"[^\s()\[\]{}⟨⟩,:=#@+\-*/%<>≤×→|;\"]*$")
+_WORD = re.compile(r"[^\s()\[\]{}⟨⟩,:=#@+\-*/%<>≤×→|;\"]*")  # matched backwards: linear
 MAX_ITEMS = 400
 
 
@@ -36,8 +36,7 @@ class Site:
 
 
 def site(line_text: str, p: Point) -> Site:
-    before = line_text[:p[1]]
-    word = _WORD.search(before).group()  # type: ignore[union-attr]
+    word = _WORD.match(line_text[:p[1]][::-1]).group()[::-1]  # type: ignore[union-attr]
     start = (p[0], p[1] - len(word))
     if "." in word:
         prefix, _, partial = word.rpartition(".")

@@ -136,10 +136,11 @@ def did_change_watched(ls: TyrServer, params: lsp.DidChangeWatchedFilesParams) -
 
 async def _found(ls: TyrServer, params: lsp.TextDocumentPositionParams) -> tuple[Any, Any]:
     """The document's checked state and what is at the request's position (None, None when
-    the document is unknown; (state, None) when nothing is there)."""
+    the document is unknown; (state, None) when nothing is there or the document was too
+    large to check)."""
     st = await ls.documents.state(params.text_document.uri)
-    if st is None:
-        return None, None
+    if st is None or st.analysis.refused:
+        return st, None
     return st, st.lookup.at(ls.units.point(st.analysis.source.lines, params.position))
 
 
@@ -204,7 +205,7 @@ async def completion(ls: TyrServer, params: lsp.CompletionParams) -> lsp.Complet
     uri = params.text_document.uri
     st = await ls.documents.state(uri)
     doc = ls.documents.docs.get(uri)
-    if st is None or doc is None:
+    if st is None or doc is None or st.analysis.refused:
         return None
     lines = st.analysis.source.lines
     p = ls.units.point(lines, params.position)
@@ -229,6 +230,8 @@ async def code_action(ls: TyrServer, params: lsp.CodeActionParams
     if st is None or doc is None:
         return None
     a, units = st.analysis, ls.units
+    if a.refused:
+        return []
     lo = units.point(a.source.lines, params.range.start)
     hi = units.point(a.source.lines, params.range.end)
     wanted = [d for d in a.own_diagnostics()

@@ -29,11 +29,13 @@ class Source:
 
     text: str
     file: str
+    lex: bool = True  # False: lines only (a text too large to check)
 
     def __post_init__(self) -> None:
         self.lines = self.text.replace("\r\n", "\n").split("\n")
         try:
-            self.toks = [t for t in tokenize(self.text, self.file) if t.kind != "eof"]
+            self.toks = [t for t in tokenize(self.text, self.file) if t.kind != "eof"] \
+                if self.lex else []
         except (LeanError, RecursionError):
             self.toks = []
         self.index = {(t.pos.line, t.pos.col): i for i, t in enumerate(self.toks)}
