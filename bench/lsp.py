@@ -9,6 +9,11 @@
   config's values loaded), until the answer arrives: the type and the config-resolved type.
 
 Over examples/gpt/GPT.lean, examples/nanochat/NanoChat.lean and examples/flux/Flux.lean.
+
+* memory: the server's resident set (RSS) grown over 10,000 incremental edits of the GPT (a
+  comment line added and removed; every 10th edit waits for its check's diagnostics), after
+  a warm-up of 1,000. Goal of issue 32: flat, at most 4 MiB (pygls kept a future for every
+  notification: 18 MiB per 10,000 edits).
 """
 from __future__ import annotations
 
@@ -24,6 +29,8 @@ from bench import ROOT, Row, judge, percentile, summarize
 FILES = [ROOT / "examples" / "gpt" / "GPT.lean", ROOT / "examples" / "nanochat" / "NanoChat.lean",
          ROOT / "examples" / "flux" / "Flux.lean"]
 GOAL_MS = 100.0  # re-check of the GPT after an edit, p90
+MEMORY_GOAL_MIB = 4.0  # RSS growth over the edits after the warm-up
+MEMORY_EDITS, MEMORY_WARMUP, MEMORY_EVERY = 10_000, 1_000, 10
 TIMEOUT_S = 120.0
 _LET = re.compile(r"\blet ([A-Za-z_][A-Za-z0-9_']*)")
 
@@ -109,11 +116,87 @@ async def _session(files: list[Path], edits: int, hovers: int) -> dict[str, Any]
     return out
 
 
+def rss_mib(pid: int) -> float:
+    """A process's resident set in MiB (Linux's /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+async def _memory(edits: int, warmup: int, every: int) -> dict[str, Any]:
+    from lsprotocol import types as lsp
+    from pygls.lsp.client import LanguageClient
+
+    client = LanguageClient("tyr-bench", "0")
+    versions: dict[str, int | None] = {}
+    event = asyncio.Event()
+
+    @client.feature(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+    def _diags(params: lsp.PublishDiagnosticsParams) -> None:
+        versions[params.uri] = params.version
+        event.set()
+
+    @client.feature(lsp.WINDOW_LOG_MESSAGE)
+    def _log(params: lsp.LogMessageParams) -> None:
+        pass
+
+    async def checked(uri: str, version: int) -> None:
+        while versions.get(uri) != version:
+            event.clear()
+            await asyncio.wait_for(event.wait(), TIMEOUT_S)
+
+    path = FILES[0]
+    text, uri = path.read_text(encoding="utf-8"), path.as_uri()
+    end = text.count("\n")  # the line after the last: where the comment goes
+    await client.start_io(sys.executable, "-m", "pytyr.cli", "lsp", cwd=str(ROOT))
+    pid = client._server.pid  # type: ignore[union-attr]
+    try:
+        await client.initialize_async(lsp.InitializeParams(
+            capabilities=lsp.ClientCapabilities(), initialization_options={"debounceMs": 0}))
+        client.initialized(lsp.InitializedParams())
+        client.text_document_did_open(lsp.DidOpenTextDocumentParams(
+            lsp.TextDocumentItem(uri, "lean4", 1, text)))
+        await checked(uri, 1)
+        start = rss_mib(pid)
+        for k in range(warmup + edits):
+            version = k + 2
+            added = k % 2 == 0
+            client.text_document_did_change(lsp.DidChangeTextDocumentParams(
+                lsp.VersionedTextDocumentIdentifier(version=version, uri=uri),
+                [lsp.TextDocumentContentChangePartial(
+                    range=lsp.Range(lsp.Position(end, 0), lsp.Position(end + (not added), 0)),
+                    text="-- an edit\n" if added else "")]))
+            if version % every == 0 or k + 1 == warmup:
+                await checked(uri, version)
+            if k + 1 == warmup:  # measured with the check of this text done
+                start = rss_mib(pid)
+        await checked(uri, warmup + edits + 1)
+        stop = rss_mib(pid)
+    finally:
+        await client.shutdown_async(None)
+        client.exit(None)
+        await client.stop()
+    return {"file": str(path.relative_to(ROOT)), "edits": edits, "warmup": warmup,
+            "every": every, "rss_start_mib": start, "rss_end_mib": stop,
+            "growth_mib": stop - start}
+
+
+def memory(edits: int = MEMORY_EDITS, warmup: int = MEMORY_WARMUP,
+           every: int = MEMORY_EVERY) -> dict[str, Any]:
+    """The server's RSS growth over `edits` edits after `warmup` (a check every `every`)."""
+    return asyncio.run(_memory(edits, warmup, every))
+
+
 def run(*, quick: bool = False, iters: int | None = None) -> dict[str, Any]:
-    """Time re-checks and hovers; `iters` overrides the counts (the smoke test uses 2)."""
+    """Time re-checks and hovers, measure memory over edits; `iters` overrides the counts
+    (the smoke test uses 2: 200 edits)."""
     n = iters if iters is not None else (20 if quick else 100)
     files = asyncio.run(_session(FILES, n, 2 * n))
-    return {"benchmark": "lsp", "goal_ms": GOAL_MS, "iters": n, "files": files}
+    edits = 100 * iters if iters is not None else (2_000 if quick else MEMORY_EDITS)
+    return {"benchmark": "lsp", "goal_ms": GOAL_MS, "iters": n, "files": files,
+            "memory_goal_mib": MEMORY_GOAL_MIB,
+            "memory": memory(edits, min(MEMORY_WARMUP, edits), MEMORY_EVERY)}
 
 
 def rows(result: dict[str, Any]) -> list[Row]:
@@ -128,4 +211,10 @@ def rows(result: dict[str, Any]) -> list[Row]:
         out.append(Row(f"lsp hover {name}", f"{hv['median_ms']:.2f}", f"{hv['p90_ms']:.2f}",
                        note=f"p99 {hv['p99_ms']:.2f}; {r['lets']} lets, "
                             f"{r['hovers_with_config']}/{hv['n']} with the config's numbers"))
+    m = result["memory"]
+    out.append(Row(f"lsp memory growth over {m['edits']:,} edits {m['file']}",
+                   f"{m['growth_mib']:.2f}",
+                   **judge(m["growth_mib"], result["memory_goal_mib"], at_most=True),
+                   note=f"MiB of RSS ({m['rss_start_mib']:.0f} after {m['warmup']:,} edits); "
+                        f"a check every {m['every']} edits"))
     return out

@@ -1,5 +1,6 @@
 """Smoke test of `python -m bench --only lsp`: a real client times re-checks and hovers of the
-three example files through `tyr lsp`; the results are well formed (no timing asserted)."""
+three example files through `tyr lsp`, and measures its memory over edits; the results are
+well formed (no timing or memory asserted)."""
 from __future__ import annotations
 
 import json
@@ -22,10 +23,14 @@ def test_lsp_results_well_formed():
         assert f["recheck"]["n"] == 2 and f["hover"]["n"] == 4
         assert 0 < f["recheck"]["median_ms"] and 0 < f["hover"]["median_ms"]
         assert f["hovers_with_config"] == 4  # every hover had the config's numbers
+    m = r["memory"]
+    assert (m["edits"], m["warmup"], m["every"]) == (200, 200, 10)
+    assert 0 < m["rss_start_mib"] and m["growth_mib"] == m["rss_end_mib"] - m["rss_start_mib"]
     rows = lsp.rows(r)
-    assert len(rows) == 6 and all(isinstance(x, Row) for x in rows)
+    assert len(rows) == 7 and all(isinstance(x, Row) for x in rows)
     judged = [x for x in rows if x.verdict]
-    assert [x.what for x in judged] == ["lsp re-check after an edit examples/gpt/GPT.lean"]
+    assert [x.what for x in judged] == ["lsp re-check after an edit examples/gpt/GPT.lean",
+                                        "lsp memory growth over 200 edits examples/gpt/GPT.lean"]
     json.dumps(r)
 
 
