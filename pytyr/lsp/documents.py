@@ -4,8 +4,11 @@ An edit schedules a check of its document after a short quiet time (`debounce`);
 edit replaces a scheduled one. Checks run on one worker thread, so the event loop keeps
 answering while one runs, and each reads every open buffer instead of its file (imports
 included). When a check is done its diagnostics are published, then the config's values
-are computed (the first time loads the task registry). A document that imports a changed
-file is re-checked too. A request waits for the check of the text it is about (bounded).
+are computed (the first time loads the task registry: torch, seconds). That and every other
+extra (a completion's check of the patched text, a fix's verification) run on a second
+worker, so that an edit's check never waits behind them; an extra for a text edited since is
+dropped. A document that imports a changed file is re-checked too. A request waits for the
+check of the text it is about (bounded).
 """
 from __future__ import annotations
 
@@ -56,6 +59,7 @@ class Documents:
         self.good: dict[str, State] = {}  # the newest check that parsed, for completion
         self.tasks: dict[str, asyncio.Task] = {}
         self.pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tyr-check")
+        self.extras = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tyr-extra")
         self._frozen = False  # long-lived objects moved out of the collector's way, once
 
     # ---- buffers ------------------------------------------------------------------------
@@ -124,7 +128,7 @@ class Documents:
             if a.parsed:
                 self.good[uri] = st
             self.publish(uri, a)
-            st.values = await loop.run_in_executor(self.pool, self._values, a)
+            st.values = await loop.run_in_executor(self.extras, self._values, a, doc, text)
             st._lookup = None
             if not self._frozen and st.values is not None:
                 self._frozen = True
@@ -144,8 +148,8 @@ class Documents:
                  f"{(time.perf_counter() - t0) * 1e3:.1f} ms: {len(a.diagnostics)} diagnostics")
         return a
 
-    def _values(self, a: Analysis) -> Values | None:
-        if a.prog is None:
+    def _values(self, a: Analysis, doc: Doc, text: str) -> Values | None:
+        if a.prog is None or doc.text is not text:  # edited since: the next check's are due
             return None
         try:
             return model_values(a.prog, a.path, config_beside(a.path))
@@ -171,10 +175,11 @@ class Documents:
         return self.states.get(uri)
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """`fn(*args)` on the checking thread (an extra check, for completion or a fix)."""
-        return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
+        """`fn(*args)` on the extras' thread (an extra check, for completion or a fix)."""
+        return await asyncio.get_running_loop().run_in_executor(self.extras, fn, *args)
 
     def shutdown(self) -> None:
         for t in self.tasks.values():
             t.cancel()
         self.pool.shutdown(wait=False, cancel_futures=True)
+        self.extras.shutdown(wait=False, cancel_futures=True)
