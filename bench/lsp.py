@@ -12,7 +12,8 @@ Over examples/gpt/GPT.lean, examples/nanochat/NanoChat.lean and examples/flux/Fl
 
 * memory: the server's resident set (RSS) grown over 10,000 incremental edits of the GPT (a
   comment line added and removed; every 10th edit waits for its check's diagnostics), after
-  a warm-up of 1,000. Goal of issue 32: flat, at most 4 MiB (pygls kept a future for every
+  a warm-up of 1,000, each end measured once a hover (which waits for the config's values)
+  is answered. Goal of issue 32: flat, at most 4 MiB (pygls kept a future for every
   notification: 18 MiB per 10,000 edits).
 """
 from __future__ import annotations
@@ -146,6 +147,13 @@ async def _memory(edits: int, warmup: int, every: int) -> dict[str, Any]:
             event.clear()
             await asyncio.wait_for(event.wait(), TIMEOUT_S)
 
+    async def settled(uri: str, version: int) -> None:
+        """The check of `version` done, and its extra work (the config's values: the first
+        loads torch): a hover waits for both."""
+        await checked(uri, version)
+        await asyncio.wait_for(client.text_document_hover_async(lsp.HoverParams(
+            lsp.TextDocumentIdentifier(uri), lsp.Position(*let_positions(text)[0]))), TIMEOUT_S)
+
     path = FILES[0]
     text, uri = path.read_text(encoding="utf-8"), path.as_uri()
     end = text.count("\n")  # the line after the last: where the comment goes
@@ -157,7 +165,7 @@ async def _memory(edits: int, warmup: int, every: int) -> dict[str, Any]:
         client.initialized(lsp.InitializedParams())
         client.text_document_did_open(lsp.DidOpenTextDocumentParams(
             lsp.TextDocumentItem(uri, "lean4", 1, text)))
-        await checked(uri, 1)
+        await settled(uri, 1)
         start = rss_mib(pid)
         for k in range(warmup + edits):
             version = k + 2
@@ -167,11 +175,12 @@ async def _memory(edits: int, warmup: int, every: int) -> dict[str, Any]:
                 [lsp.TextDocumentContentChangePartial(
                     range=lsp.Range(lsp.Position(end, 0), lsp.Position(end + (not added), 0)),
                     text="-- an edit\n" if added else "")]))
-            if version % every == 0 or k + 1 == warmup:
-                await checked(uri, version)
-            if k + 1 == warmup:  # measured with the check of this text done
+            if k + 1 == warmup:  # measured with the work for this text done
+                await settled(uri, version)
                 start = rss_mib(pid)
-        await checked(uri, warmup + edits + 1)
+            elif version % every == 0:
+                await checked(uri, version)
+        await settled(uri, warmup + edits + 1)
         stop = rss_mib(pid)
     finally:
         await client.shutdown_async(None)
