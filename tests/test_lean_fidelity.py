@@ -20,6 +20,19 @@ FRONT = "def front {m n : Nat} (x : V (m + n)) (y : V m) : V m := y\n"
 FRONT_LEAN = "def front {m n : Nat} (x : V (HAdd.hAdd m n)) (y : V m) : V m := y\n"
 F = "def f (x y : Nat) : Nat := x\n"
 
+
+def same_v(a: str, b: str) -> str:
+    """`x : V a` where `V b` is expected, `x` on a line of its own (the error's place)."""
+    return V + f"def f (n m : Nat) (x : V ({a})) : V ({b}) :=\n  x\n"
+
+
+def solve_v(param: str, arg: str) -> str:
+    """`g n y` with `y : V arg` where `V param` is expected, `param` mentioning `g`'s `?a`."""
+    return V + (f"def g {{a : Nat}} (n : Nat) (x : V ({param})) : Nat := n\n"
+                f"def h (n m : Nat) (y : V ({arg})) : Nat :=\n  g n y\n")
+
+
+
 PROBES = [
     # -- the expected type, propagated before each explicit or named argument until it takes
     Probe("expected type at a later argument types a literal",
@@ -84,6 +97,27 @@ PROBES = [
     Probe("the first summand from the expected type is stuck too",
           V + FRONT + "def g (x : V 17) (y : V 1) : V 1 := front x y\n", "5:42",
           lean=V + FRONT_LEAN + "def g (x : V 17) (y : V 1) : V 1 := front x y\n"),
+    # -- `Nat.add`, `Nat.sub`, `Nat.mul` unfold over a successor in their second argument
+    Probe("`3 * (n + 1)` unfolds to `3 * n + 3`", same_v("3 * (n + 1)", "3 * n + 3"), None,
+          lean=same_v("HMul.hMul 3 (HAdd.hAdd n 1)", "HAdd.hAdd (HMul.hMul 3 n) 3")),
+    Probe("`m * (n + 1)` unfolds to `m * n + m`", same_v("m * (n + 1)", "m * n + m"), None,
+          lean=same_v("HMul.hMul m (HAdd.hAdd n 1)", "HAdd.hAdd (HMul.hMul m n) m")),
+    Probe("`m - (n + 2)` unfolds to `m - n - 2`", same_v("m - (n + 2)", "m - n - 2"), None,
+          lean=same_v("HSub.hSub m (HAdd.hAdd n 2)", "HSub.hSub (HSub.hSub m n) 2")),
+    Probe("`n * 2` unfolds to `0 + n + n`", same_v("n * 2", "0 + n + n"), None,
+          lean=same_v("HMul.hMul n 2", "HAdd.hAdd (HAdd.hAdd 0 n) n")),
+    Probe("`(n + 1) * 3` is not `3 * n + 3`: the first argument does not unfold",
+          same_v("(n + 1) * 3", "3 * n + 3"), "5:2",
+          lean=same_v("HMul.hMul (HAdd.hAdd n 1) 3", "HAdd.hAdd (HMul.hMul 3 n) 3")),
+    Probe("`n * 1` is not `n`: `0 + n` is stuck on `n`", same_v("n * 1", "n"), "5:2",
+          lean=same_v("HMul.hMul n 1", "n")),
+    Probe("`m * (n + 1)` is not `m + m * n`", same_v("m * (n + 1)", "m + m * n"), "5:2",
+          lean=same_v("HMul.hMul m (HAdd.hAdd n 1)", "HAdd.hAdd m (HMul.hMul m n)")),
+    Probe("`?a * (n + 1) =?= 3 * n + 3` solves `?a := 3`", solve_v("a * (n + 1)", "3 * n + 3"),
+          None, lean=solve_v("HMul.hMul a (HAdd.hAdd n 1)", "HAdd.hAdd (HMul.hMul 3 n) 3")),
+    Probe("`?a * (n + 2) =?= 2 * n + 4` fails: no half-solved `?a`",
+          solve_v("a * (n + 2)", "2 * n + 4"), "6:6",
+          lean=solve_v("HMul.hMul a (HAdd.hAdd n 2)", "HAdd.hAdd (HMul.hMul 2 n) 4")),
 ]
 
 

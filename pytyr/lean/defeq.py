@@ -2,12 +2,17 @@
 
 - closed `Nat` arithmetic evaluates as Lean defines it: truncated `-`, `x / 0 = 0`,
   `x % 0 = x`, arbitrary precision;
-- `+`, `-`, `*` recurse on their second argument, so a literal there reduces: `e + k` is an
-  offset (`n + 0 ≡ n`, `(n + 1) + 1 ≡ n + 2`, `?n + 1 =?= 5` solves `?n := 4`), `n - 0 ≡ n`,
-  `n + 1 - 1 ≡ n`, `n - 1 - 1 ≡ n - 2`, `n * 0 ≡ 0` (`nat_literal_rhs`);
+- `+`, `-`, `*` recurse on their second argument (`Nat.add`, `Nat.sub`, `Nat.mul` in
+  `Init/Prelude.lean`), so a literal there reduces: `e + k` is an offset (`n + 0 ≡ n`,
+  `(n + 1) + 1 ≡ n + 2`, `?n + 1 =?= 5` solves `?n := 4`), `n - 0 ≡ n`, `n + 1 - 1 ≡ n`,
+  `n - 1 - 1 ≡ n - 2`, `n * 0 ≡ 0` (`nat_literal_rhs`); a successor there unfolds too:
+  `a + (b + 1) ≡ (a + b) + 1`, `a - (b + 1) ≡ (a - b) - 1`, `3 * (n + 1) ≡ 3 * n + 3`
+  (`Normalizer._succ_rhs`). A product with an open first factor grows as it unfolds, so it
+  unfolds lazily, one step where it is unified with a sum, as Lean's lazy delta reduction
+  takes it: `a * (b + 1) =?= a * b + a`, `n * 2 =?= 0 + n + n` (`_mul_step`);
 - `a < b` is `a + 1 ≤ b` by definition;
-- nothing else about open terms: `0 + n`, `n - 1 + 1`, `n * 1`, `n + m` vs `m + n`, `4 * d` vs
-  `d * 4` differ;
+- nothing else about open terms: `0 + n`, `n - 1 + 1`, `n * 1` vs `n`, `n + m` vs `m + n`,
+  `4 * d` vs `d * 4`, `(n + 1) * 3` vs `3 * n + 3` differ;
 - `let`s, `abbrev`/`def` constants, a `fun` applied and projections of known structure values
   unfold.
 Where the checker cannot decide, it answers "not equal", and the caller reports an error.
@@ -134,6 +139,10 @@ class Normalizer:
                 return Lit(nat_eval(t.op, a.n, b.n))
             if isinstance(b, Lit):
                 return nat_literal_rhs(t.op, a, b.n)
+            if isinstance(b, NatOp) and b.op == "+" and isinstance(b.b, Lit):
+                r = self._succ_rhs(t.op, a, b.a, b.b.n)
+                if r is not None:
+                    return r
             return t if a is t.a and b is t.b else NatOp(t.op, a, b)
         if isinstance(t, FloatOp):
             a, b = self(t.a), self(t.b)
@@ -162,6 +171,21 @@ class Normalizer:
         return map_children(t, self)
 
 
+    def _succ_rhs(self, op: str, a: Term, b: Term, j: int) -> Term | None:
+        """`a op (b + j)`: `Nat.add`, `Nat.sub`, `Nat.mul` recurse on their second argument,
+        so its `j` successors unfold, as Lean's whnf unfolds them: `a + (b + j) ≡ (a + b) + j`,
+        `a - (b + j) ≡ (a - b) - j`, and for a literal `a`, `a * (b + j) ≡ a * b + a * j`
+        (`n * succ m = n * m + n`, `j` times), so `3 * (n + 1) ≡ 3 * n + 3`. An open `a` is
+        left to `_mul_step`: unfolded here, `a * (b + 1) * (c + 1) * …` would double at each
+        factor. `/` and `%` stay stuck."""
+        if op in ("+", "-"):
+            return nat_literal_rhs(op, self(NatOp(op, a, b)), j)
+        if op == "*" and isinstance(a, Lit):
+            return nat_literal_rhs("+", self(NatOp("*", a, b)), nat_eval("*", a.n, j))
+        return None
+
+
+MUL_UNFOLD_LIMIT = 64  # successors of a product's second factor that unification unfolds
 _CACHED = frozenset((App, Arr, NatOp, FloatOp, Proj, Prod, Rel, Eq, Pi))
 _NORMAL = frozenset((Lit, FLit, Var, StructV))  # a structure value is made of values
 
@@ -206,8 +230,12 @@ def _unify(a: Term, b: Term, norm: Normalizer) -> bool:
         b = norm(b)
     if a == b:
         return True
+    mark = norm.mctx.mark()
     if _structural(a, b, norm):
         return True
+    # A failed attempt leaves no assignment behind, as Lean's `checkpointDefEq` does: `?a`
+    # solved by one half of `?a * (n + 1) + ?a =?= 2 * n + 4` must not make the rest agree.
+    norm.mctx.undo(mark)
     assigned = norm.mctx.assign
     if assigned and (_has_assigned(a, assigned) or _has_assigned(b, assigned)):
         na, nb = norm(a), norm(b)
@@ -224,7 +252,15 @@ def _structural(a: Term, b: Term, norm: Normalizer) -> bool:
         return _assign(a, b, norm)
     if isinstance(b, Meta):
         return _assign(b, a, norm)
-    # Offsets: `e + k =?= n` and `e + k =?= e' + j` with literal k, j.
+    # `e * s =?= x + y` with `s` a successor: one step of `Nat.mul`'s recursion,
+    # `e * (s - 1) + e`, as Lean's lazy delta reduction takes it (`n * 2 =?= 0 + n + n`,
+    # `m * (n + 1) =?= m * n + m`, `?a * (n + 1) =?= 3 * n + 3` solves `?a := 3`).
+    for x, y in ((a, b), (b, a)):
+        if isinstance(y, NatOp) and y.op == "+":
+            step = _mul_step(x)
+            if step is not None:
+                return _unify(norm(step), y, norm)
+    # Offsets: `e + k =?= n` and `e + k =?= e' + j` with literal k, j (`isDefEqOffsetNat`).
     oa, ob = _offset(a), _offset(b)
     if oa is not None or ob is not None:
         (ea, ka), (eb, kb) = oa or (a, 0), ob or (b, 0)
@@ -237,7 +273,10 @@ def _structural(a: Term, b: Term, norm: Normalizer) -> bool:
             ra = _mk_offset(ea, ka - k)
             rb = _mk_offset(eb, kb - k)
             return _unify(ra, rb, norm)
-        return False
+        if oa is not None and ob is not None:
+            return False  # `e + k =?= 0`: both sides are numbers or offsets, Lean decides
+        # One side is no offset: Lean's offset check is undecided and `isDefEq` goes on to
+        # the arguments, `?a * n + ?a =?= 3 * n + 3` solving `?a := 3`.
     # Predecessors: `e - j =?= e' - k` cancels min(j, k), as unfolding `Nat.sub` to `pred`s
     # does (Lean solves `?m - 1 =?= n - 2` with `?m := n - 1`).
     sa, sb = _pred(a), _pred(b)
@@ -277,6 +316,22 @@ def _structural(a: Term, b: Term, norm: Normalizer) -> bool:
         return all(unify(p.type, subst(q.type, m), norm) for p, q in zip(a.params, b.params)) \
             and unify(a.result, subst(b.result, m), norm)
     return False
+
+
+def _mul_step(t: Term) -> Term | None:
+    """`e * s` with `s` a successor (a literal `k > 0`, or `b + j`), one step unfolded:
+    `e * (s - 1) + e` (`Nat.mul n (succ m) = Nat.add (Nat.mul n m) n`)."""
+    if not (isinstance(t, NatOp) and t.op == "*"):
+        return None
+    s = t.b
+    if isinstance(s, Lit) and 0 < s.n <= MUL_UNFOLD_LIMIT:
+        pred: Term = Lit(s.n - 1)
+    elif isinstance(s, NatOp) and s.op == "+" and isinstance(s.b, Lit) \
+            and s.b.n <= MUL_UNFOLD_LIMIT:
+        pred = _mk_offset(s.a, s.b.n - 1)
+    else:
+        return None
+    return NatOp("+", NatOp("*", t.a, pred), t.a)
 
 
 def _offset(t: Term) -> tuple[Term | None, int] | None:
