@@ -126,3 +126,56 @@ def test_an_unbound_name_in_a_header_names_leans_auto_implicit(tmp_path):
     assert d.message.startswith("unknown identifier 'n'; Lean's `autoImplicit` would bind it")
     d = one_error(tmp_path, "def f (x : T #[2]) : T #[2] := relu y")
     assert d.message == "unknown identifier 'y'"
+
+
+# ---- `≠` is `Ne` ------------------------------------------------------------------------
+# `Init/Core.lean`: `@[reducible] def Ne (a b : α) : Prop := ¬(a = b)` and
+# `infix:50 " ≠ " => Ne`; the real Lean judges the same programs in tests/test_lean_fidelity.py.
+
+NE = "def f (a b : Nat) (h : a ≠ b) : Nat := a\n"
+
+
+def test_a_hypothesis_a_ne_b_proves_a_ne_b_up_to_defeq(tmp_path):
+    ok = NE + "def g (x y : Nat) (h : x ≠ 3 * (y + 1)) : Nat := f x (3 * y + 3) h\n"
+    assert check_src(tmp_path, ok) == []
+    src = NE + "def g (x y : Nat) (h : x ≠ y) : Nat := f y x h\n"
+    d = one_error(tmp_path, src)
+    assert (d.pos.line, d.pos.col) == (4, src.splitlines()[-1].rindex("h"))
+    assert d.message == "argument 'h' of 'f' has type x ≠ y but is expected to have type y ≠ x"
+
+
+def test_ne_is_neither_lt_nor_le(tmp_path):
+    # `Ne a b` unfolds to `a = b → False`, not to `Nat.le`: no `<`/`≤` conversion applies.
+    for rel in ("<", "≤"):
+        d = one_error(tmp_path, NE + f"def g (x y : Nat) (h : x {rel} y) : Nat := f x y h\n")
+        assert d.message == (f"argument 'h' of 'f' has type x {rel} y but is expected to have "
+                             f"type x ≠ y")
+
+
+def test_by_decide_evaluates_a_closed_ne(tmp_path):
+    # `decide` evaluates `instDecidableNot (Nat.decEq a b)` (`Init/Prelude.lean`, `Init/Core.lean`).
+    pick = "def pick (x : T #[2]) (k : Nat) (h : k ≠ 0 := by decide) : T #[2] := x\n"
+    assert check_src(tmp_path, pick + "def g (x : T #[2]) : T #[2] := pick x 3\n") == []
+    d = one_error(tmp_path, pick + "def g (x : T #[2]) : T #[2] := pick x 0\n")
+    assert d.message == ("`by decide` failed for argument 'h' of 'pick': the proposition "
+                         "0 ≠ 0 is false (0 = 0)")
+    d = one_error(tmp_path, pick + "def g (x : T #[2]) (n : Nat) : T #[2] := pick x n\n")
+    assert "the proposition n ≠ 0 mentions variables" in d.message
+
+
+def test_ne_does_not_chain_and_is_nat_only(tmp_path):
+    # `infix:50` is `notation:50 lhs:51 " ≠ " rhs:51`: `a ≠ b ≠ c` does not parse.
+    src = "def f (a b c : Nat) (h : a ≠ b ≠ c) : Nat := a"
+    d = one_error(tmp_path, src)
+    assert (d.pos.col, d.message) == (src.rindex("≠"), "`≠` does not chain (`infix:50`); add "
+                                                      "parentheses")
+    d = one_error(tmp_path, "def f (a b : Float) (h : a ≠ b) : Nat := 0")
+    assert d.message == "'≠' on Float is not in the Tyr subset of Lean (Nat only)"
+
+
+def test_a_character_outside_the_subset_says_so(tmp_path):
+    # `≥` is a token of Lean (`Init/Prelude.lean`'s `GE.ge` notation), not of the subset's lexer.
+    src = "def f (a b : Nat) (h : a ≥ b) : Nat := 0"
+    d = one_error(tmp_path, src)
+    assert (d.pos.col, d.message) == (src.index("≥"), "expected token: the character '≥' "
+                                      "(U+2265) does not begin any token of the Tyr subset of Lean")

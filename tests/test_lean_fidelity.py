@@ -32,6 +32,8 @@ def solve_v(param: str, arg: str) -> str:
                 f"def h (n m : Nat) (y : V ({arg})) : Nat :=\n  g n y\n")
 
 
+NE = "def f (a b : Nat) (h : a ≠ b) : Nat := a\n"
+NE_LEAN = "def f (a b : Nat) (h : Ne a b) : Nat := a\n"
 
 PROBES = [
     # -- the expected type, propagated before each explicit or named argument until it takes
@@ -118,6 +120,26 @@ PROBES = [
     Probe("`?a * (n + 2) =?= 2 * n + 4` fails: no half-solved `?a`",
           solve_v("a * (n + 2)", "2 * n + 4"), "6:6",
           lean=solve_v("HMul.hMul a (HAdd.hAdd n 2)", "HAdd.hAdd (HMul.hMul 2 n) 4")),
+    # -- `≠` is `Ne a b`; `<` is `Nat.lt`, `a + 1 ≤ b` by definition
+    Probe("`≠` up to definitional equality",
+          NE + "def g (x y : Nat) (h : x ≠ 3 * (y + 1)) : Nat :=\n  f x (3 * y + 3)\n    h\n",
+          None, lean=NE_LEAN + "def g (x y : Nat) (h : Ne x (HMul.hMul 3 (HAdd.hAdd y 1))) : "
+                               "Nat :=\n  f x (HAdd.hAdd (HMul.hMul (3 : Nat) y) (3 : Nat))\n"
+                               "    h\n"),
+    Probe("`x ≠ y` is not `y ≠ x`", NE + "def g (x y : Nat) (h : x ≠ y) : Nat :=\n  f y x h\n",
+          "4:8", lean=NE_LEAN + "def g (x y : Nat) (h : Ne x y) : Nat :=\n  f y x h\n"),
+    Probe("`x < y` is not `x ≠ y`", NE + "def g (x y : Nat) (h : x < y) : Nat :=\n  f x y h\n",
+          "4:8", lean=NE_LEAN + "def g (x y : Nat) (h : LT.lt x y) : Nat :=\n  f x y h\n"),
+    Probe("`x + 1 ≤ y` proves `x < y`",
+          "def f (a b : Nat) (h : a < b) : Nat := a\n"
+          "def g (x y : Nat) (h : x + 1 ≤ y) : Nat :=\n  f x y h\n", None,
+          lean="def f (a b : Nat) (h : LT.lt a b) : Nat := a\n"
+               "def g (x y : Nat) (h : LE.le (HAdd.hAdd x 1) y) : Nat :=\n  f x y h\n"),
+    Probe("`x ≤ y` does not prove `x < y`",
+          "def f (a b : Nat) (h : a < b) : Nat := a\n"
+          "def g (x y : Nat) (h : x ≤ y) : Nat :=\n  f x y h\n", "4:8",
+          lean="def f (a b : Nat) (h : LT.lt a b) : Nat := a\n"
+               "def g (x y : Nat) (h : LE.le x y) : Nat :=\n  f x y h\n"),
 ]
 
 

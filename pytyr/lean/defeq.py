@@ -284,7 +284,7 @@ def _structural(a: Term, b: Term, norm: Normalizer) -> bool:
         k = min(sa[1], sb[1])
         return _unify(_mk_pred(sa[0], sa[1] - k), _mk_pred(sb[0], sb[1] - k), norm)
     # `a < b` is by definition `a + 1 ≤ b` (`Nat.lt n m := Nat.le (n + 1) m`).
-    if isinstance(a, Rel) and isinstance(b, Rel) and a.op != b.op:
+    if isinstance(a, Rel) and isinstance(b, Rel) and a.op != b.op and "≠" not in (a.op, b.op):
         return unify(_le(a), _le(b), norm)
     if type(a) is not type(b):
         return False

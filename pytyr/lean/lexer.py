@@ -29,7 +29,7 @@ SYMBOLS = [
     ":=", "=>", "->", "#[", "@[", "<|", "|>", "==", "!=", "<=", ">=", "&&", "||", "++",
     "(", ")", "{", "}", "[", "]", "⟨", "⟩", ",", ":", ".", ";", "|", "+", "-", "*", "/",
     "%", "=", "<", ">", "@", "→", "×", "λ", "↦", "·", "_", "!", "?", "#", "$", "^", "∀",
-    "↑", "≤",
+    "↑", "≤", "≠",
 ]
 _QUOTABLE = {"\\": "\\", '"': '"', "'": "'", "r": "\r", "n": "\n", "t": "\t"}
 _HEX = set("0123456789abcdefABCDEF")
@@ -246,7 +246,7 @@ class _Lexer:
                 return "sym", None
         what = f"U+{ord(c):04X}"
         raise self.error(f"expected token: the character {c!r} ({what}) does not begin any "
-                         f"token of Lean")
+                         f"token of the Tyr subset of Lean")
 
     def ident(self) -> str:
         """Dotted names (`torch.linear`, `c.hidden`, `xs.0`) are one token, as in Lean."""

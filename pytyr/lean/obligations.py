@@ -11,7 +11,7 @@ from .terms import Eq, Lit, Meta, Opaque, Param, Rel, Term, Var, occurs, show
 
 
 def decide(norm: Normalizer, fname: str, p: Param, pty: Term, pos: Pos) -> None:
-    """`by decide` on a closed proposition `a = b`, `a ≤ b`, `a < b` (Nat), as Lean's
+    """`by decide` on a closed proposition `a = b`, `a ≤ b`, `a < b`, `a ≠ b` (Nat), as Lean's
     `Decidable` instances evaluate it; anything else is an error naming the argument."""
     prop = norm(pty)
     shown = show(prop)
@@ -24,10 +24,13 @@ def decide(norm: Normalizer, fname: str, p: Param, pty: Term, pos: Pos) -> None:
     if isinstance(prop, Rel):
         a, b = prop.a, prop.b
         holds = isinstance(a, Lit) and isinstance(b, Lit) and (
-            a.n <= b.n if prop.op == "≤" else a.n < b.n)
+            a.n <= b.n if prop.op == "≤" else a.n < b.n if prop.op == "<" else a.n != b.n)
     else:
         holds = prop.a == prop.b
-    if not holds:
-        detail = shown if isinstance(prop, Rel) else f"{show(prop.a)} ≠ {show(prop.b)}"
+    if not holds:  # what makes it false: `a ≤ b` itself, or the (in)equality of the sides
+        if isinstance(prop, Rel) and prop.op != "≠":
+            detail = shown
+        else:
+            detail = f"{show(prop.a)} {'=' if isinstance(prop, Rel) else '≠'} {show(prop.b)}"
         raise Fail(pos, f"`by decide` failed for argument '{p.name}' of '{_short(fname)}': "
                         f"the proposition {show(pty)} is false ({detail})")

@@ -15,9 +15,10 @@ from .lexer import Token, tokenize
 SUBSET = "not in the Tyr subset of Lean"
 # Infix operators: symbol -> (precedence, right-associative)
 INFIX = {"→": (25, True), "->": (25, True), "×": (35, True), "=": (50, False),
-         "≤": (50, False), "<=": (50, False), "<": (50, False),
+         "≤": (50, False), "<=": (50, False), "<": (50, False), "≠": (50, False),
          "+": (65, False), "-": (65, False), "*": (70, False), "/": (70, False),
          "%": (70, False)}
+RELATIONS = ("=", "≤", "<", "≠")  # `infix:50`, non-associative
 MAX_PREC = 1024
 # Lean's own limit is `maxRecDepth` (512 elaboration steps); the subset's is on the syntax:
 # parentheses, arguments and operators around a term, each one level.
@@ -156,8 +157,8 @@ class TermParser:
                 left = S.BinOp(t.pos, op, left, rhs)
                 wraps += 1
                 self.nested(wraps)
-                if op in ("=", "≤", "<") and self.tok.text in ("=", "≤", "<=", "<"):
-                    raise self.error("`=` is not associative; add parentheses")
+                if op in RELATIONS and self.tok.text in RELATIONS + ("<=",):
+                    raise self.error(f"`{op}` does not chain (`infix:50`); add parentheses")
                 continue
             if t.kind == "sym" and t.text in (">", ">=", "==", "!=", "&&", "||", "++",
                                                "|>", "<|", "^", "$"):

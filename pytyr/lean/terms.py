@@ -122,9 +122,9 @@ class Eq(Term):
 
 @dataclass(frozen=True)
 class Rel(Term):
-    """`a ≤ b` or `a < b` on Nat: a proposition."""
+    """`a ≤ b`, `a < b` or `a ≠ b` (`Ne a b`) on Nat: a proposition."""
 
-    op: str  # ≤ | <
+    op: str  # ≤ | < | ≠
     a: Term
     b: Term
 
