@@ -179,3 +179,26 @@ def test_a_character_outside_the_subset_says_so(tmp_path):
     d = one_error(tmp_path, src)
     assert (d.pos.col, d.message) == (src.index("≥"), "expected token: the character '≥' "
                                       "(U+2265) does not begin any token of the Tyr subset of Lean")
+
+
+# ---- `fun` and `λ` as arguments -----------------------------------------------------------
+# `src/Lean/Parser/Term.lean`: `fun` is `leading_parser:maxPrec` (`λ` is its other spelling),
+# so it is an argument without parentheses, and its body (`termParser`) extends as far as it
+# can: `f fun x => x y` is `f (fun x => x y)`.
+
+TWICE = "def twice (x : Nat) (f : Nat → Nat) : Nat := f (f x)\n"
+
+
+@pytest.mark.parametrize("arg", ["fun k => k + 1", "λ k ↦ k + 1", "fun (k : Nat) => k",
+                                 "(fun k => k + 1)"])
+def test_a_fun_is_an_argument(tmp_path, arg):
+    assert check_src(tmp_path, TWICE + f"def y : Nat := twice 3 {arg}\n") == []
+
+
+def test_a_fun_argument_takes_the_rest_as_its_body(tmp_path):
+    src = TWICE + "def y (n : Nat) : Nat := twice 3 fun k => k n\n"
+    d = one_error(tmp_path, src)
+    assert (d.pos.line, d.pos.col) == (4, src.splitlines()[-1].rindex("k n"))
+    assert d.message == "'k' is not a function; it has type Nat"
+    two = "def two (f g : Nat → Nat) : Nat := f (g 0)\n"
+    assert check_src(tmp_path, two + "def y : Nat := two (fun k => k) fun j => j\n") == []

@@ -34,6 +34,7 @@ def solve_v(param: str, arg: str) -> str:
 
 NE = "def f (a b : Nat) (h : a ≠ b) : Nat := a\n"
 NE_LEAN = "def f (a b : Nat) (h : Ne a b) : Nat := a\n"
+TWICE = "def twice (x : Nat) (f : Nat → Nat) : Nat := f (f x)\n"
 
 PROBES = [
     # -- the expected type, propagated before each explicit or named argument until it takes
@@ -140,6 +141,17 @@ PROBES = [
           "def g (x y : Nat) (h : x ≤ y) : Nat :=\n  f x y h\n", "4:8",
           lean="def f (a b : Nat) (h : LT.lt a b) : Nat := a\n"
                "def g (x y : Nat) (h : LE.le x y) : Nat :=\n  f x y h\n"),
+    # -- `fun` and `λ` are arguments (`leading_parser:maxPrec`) whose body extends to the end
+    Probe("`fun` as an argument", TWICE + "def y : Nat := twice 3 fun k => k + 1\n", None,
+          lean=TWICE + "def y : Nat := twice 3 fun k => HAdd.hAdd k 1\n"),
+    Probe("`λ` as an argument", TWICE + "def y : Nat := twice 3 λ k ↦ k + 1\n", None,
+          lean=TWICE + "def y : Nat := twice 3 λ k ↦ HAdd.hAdd k 1\n"),
+    Probe("a `fun` argument's binder type is checked",
+          TWICE + "def y : Nat := twice 3 fun (k : Float) => k\n", "3:42"),
+    # The body takes `n` as an argument of `k`: not a function. (Lean's message names the
+    # `CoeFun` it would try, which the prelude lacks; its place is that of `Init`'s error.)
+    Probe("a `fun` argument's body extends to the end",
+          TWICE + "def y (n : Nat) : Nat := twice 3 fun k => k n\n", "3:42"),
 ]
 
 

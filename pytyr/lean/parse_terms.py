@@ -174,7 +174,9 @@ class TermParser:
             return False
         if t.kind in ("ident", "nat", "sci", "str", "char"):
             return True
-        if t.kind == "sym" and t.text in ("(", "#[", "[", "⟨", "_"):
+        if t.kind == "sym" and t.text in ("(", "#[", "[", "⟨", "_", "λ"):
+            return True
+        if t.kind == "keyword" and t.text == "fun":  # `fun` is `leading_parser:maxPrec`
             return True
         if t.kind == "sym" and t.text == "." and self.peek().kind == "ident" \
                 and not self.peek().ws_before:
