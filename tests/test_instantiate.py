@@ -152,6 +152,22 @@ structure Net (c : Cfg) where
     assert g.params[1].init == {"kind": "ones"}
 
 
+def test_an_index_proved_by_a_hypothesis_is_decided_on_the_values(tmp_path):
+    # `p.blocks[0]` checks with `h : 0 < c.layers` in scope (Lean's `get_elem_tactic` by
+    # `assumption`); instantiation decides the model's hypothesis on the values first.
+    test_vector_of_blocks_is_named_by_index(tmp_path)
+    f = tmp_path / "V.lean"
+    f.write_text(f.read_text().replace(
+        "@[model] def net (c : Cfg) {b : Nat} (p : Net c) (x : T #[b, c.d]) : T #[b, 2] := "
+        "linear x p.head",
+        "@[model] def net (c : Cfg) {b : Nat} (p : Net c) (h : 0 < c.layers) (x : T #[b, c.d]) "
+        ": T #[b, c.d] := layerNorm x p.blocks[0].ln p.blocks[0].ln"))
+    g = instantiate_model(load(f), "net", {"c": {"d": 4, "layers": 2}, "b": 2})
+    assert g.nodes[0].op == "layer_norm" and "blocks.0.ln" in {p.path for p in g.params}
+    with pytest.raises(ConfigError, match="violate the hypothesis 'h : 0 < c.layers'"):
+        instantiate_model(load(f), "net", {"c": {"d": 4, "layers": 0}, "b": 2})
+
+
 def test_vector_parameter_paths_are_the_module_state_dict_keys(tmp_path):
     from pytyr.pipeline import module_from_graph
     test_vector_of_blocks_is_named_by_index(tmp_path)

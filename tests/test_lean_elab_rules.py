@@ -202,3 +202,43 @@ def test_a_fun_argument_takes_the_rest_as_its_body(tmp_path):
     assert d.message == "'k' is not a function; it has type Nat"
     two = "def two (f g : Nat → Nat) : Nat := f (g 0)\n"
     assert check_src(tmp_path, two + "def y : Nat := two (fun k => k) fun j => j\n") == []
+
+
+# ---- `xs[i]` on a Vector: the bound as `get_elem_tactic` proves it --------------------------
+# `src/Init/Tactics.lean`: `get_elem_tactic` is `first | done | assumption |
+# get_elem_tactic_extensible | fail …`, the extensible one trying `trivial`, `simp +arith` and
+# `omega`. The checker does `assumption` (a hypothesis in scope whose type is `i < n` up to
+# definitional equality, innermost first) and compares two numbers; the rest of `omega` is not
+# in the subset. The real Lean cannot judge these without `Init` (the `xs[i]` macro and the
+# tactics are declared there), so Lean's source is the reference.
+
+NET = ("structure C where\n  n : Nat\n"
+       "structure Net (c : C) where\n  layers : Vector (T #[2]) c.n\n")
+
+
+@pytest.mark.parametrize("hyp", ["(h : 0 < c.n)", "(h : 1 ≤ c.n)", "(h : 0 + 1 ≤ c.n)"])
+def test_an_index_is_proved_by_a_hypothesis(tmp_path, hyp):
+    # `0 < c.n` is `Nat.lt 0 c.n := Nat.le (0 + 1) c.n`: `assumption` takes any of these.
+    src = NET + f"def first (c : C) (p : Net c) {hyp} : T #[2] := p.layers[0]\n"
+    assert check_src(tmp_path, src) == []
+
+
+@pytest.mark.parametrize("hyp,idx", [("", 0), ("(h : 0 < c.n)", 1), ("(h : 0 ≤ c.n)", 0),
+                                     ("(h : 2 ≤ c.n)", 0)])
+def test_an_index_without_its_hypothesis_is_an_error(tmp_path, hyp, idx):
+    # The last is the subset's limit: Lean's `omega` proves `0 < c.n` from `2 ≤ c.n`.
+    src = NET + f"def first (c : C) (p : Net c) {hyp} : T #[2] := p.layers[{idx}]\n"
+    d = one_error(tmp_path, src)
+    assert (d.pos.line, d.pos.col) == (7, src.splitlines()[-1].rindex(str(idx)))
+    assert d.message == (f"cannot prove the index {idx} < c.n; the Tyr subset indexes vectors "
+                         f"with closed numbers, below a closed size or a hypothesis "
+                         f"`h : {idx} < c.n` in scope")
+
+
+def test_a_closed_index_is_decided(tmp_path):
+    vec = "def f (xs : Vector (T #[2]) 2) : T #[2] := xs[IDX]\n"
+    assert check_src(tmp_path, vec.replace("IDX", "1")) == []
+    d = one_error(tmp_path, vec.replace("IDX", "2"))
+    assert d.message == "index 2 is out of bounds: the vector has 2 elements"
+    # `assumption` comes first: a false hypothesis in scope proves anything, in Lean too.
+    assert check_src(tmp_path, vec.replace("(xs", "(h : 2 < 2) (xs").replace("IDX", "2")) == []

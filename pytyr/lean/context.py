@@ -25,6 +25,14 @@ class Ctx:
     def push(self, name: str, term: Term, type_: Term) -> "Ctx":
         return Ctx(self, Local(name, term, type_))
 
+    def locals(self) -> list[Local]:
+        """The locals in scope, innermost first (the order Lean's `assumption` tries them)."""
+        out, c = [], self
+        while c is not None and c.local is not None:
+            out.append(c.local)
+            c = c.parent
+        return out
+
     def get(self, name: str) -> Local | None:
         c: Ctx | None = self
         while c is not None and c.local is not None:

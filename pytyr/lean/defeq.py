@@ -155,7 +155,8 @@ class Normalizer:
                 v = e.get(t.field)
                 if v is not None:
                     return self(v)
-            if isinstance(e, Arr) and t.field.startswith("["):
+            if isinstance(e, Arr) and t.field.startswith("[") \
+                    and int(t.field[1:-1]) < len(e.items):  # else proved by a false hypothesis
                 return self(e.items[int(t.field[1:-1])])
             if isinstance(e, Pair) and t.field in PAIR_FIELDS:  # `Prod` is a structure in Lean
                 return self(e.a if t.field == "fst" else e.b)

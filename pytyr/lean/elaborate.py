@@ -220,23 +220,35 @@ class TermElab(ApplyRules):
         return (Block(tuple(binds), t) if binds else t), ty
 
     def index(self, e: S.Index, ctx: Ctx) -> tuple[Term, Term]:
-        """`xs[i]` on a `Vector α n`: the bound `i < n` is decided, as Lean's
-        `get_elem_tactic` does for literals."""
+        """`xs[i]` on a `Vector α n`: the bound `i < n` is proved as Lean's `get_elem_tactic`
+        (`src/Init/Tactics.lean`: `first | done | assumption | …`) proves it, by a hypothesis
+        in scope whose type is `i < n` up to definitional equality (`assumption`), or when
+        both are numbers (what its `simp +arith` and `omega` prove). The index itself must
+        be a number: instantiation selects the element."""
         term, ty = self.elab(e.expr, None, ctx)
         vty = self.whnf(ty)
         if not (isinstance(vty, App) and vty.head == "Vector"):
             raise Fail(e.pos, f"indexing `[i]` needs a Vector, but this has type {self.show(ty)}")
         i, _ = self.elab(e.index, NAT, ctx)
         i, n = self.whnf(i), self.whnf(vty.args[1])
-        if not (isinstance(i, Lit) and isinstance(n, Lit)):
+        decided = isinstance(i, Lit) and isinstance(n, Lit) and i.n < n.n
+        if not isinstance(i, Lit) or not (decided or self.assumed(Rel("<", i, n), ctx)):
+            if isinstance(i, Lit) and isinstance(n, Lit):
+                raise Fail(e.index.pos, f"index {i.n} is out of bounds: the vector has {n.n} "
+                                        f"element{'s' if n.n != 1 else ''}")
             raise Fail(e.index.pos, f"cannot prove the index {show(i)} < {show(n)}; the Tyr "
-                                    f"subset indexes vectors with closed numbers")
-        if i.n >= n.n:
-            raise Fail(e.index.pos, f"index {i.n} is out of bounds: the vector has {n.n} "
-                                    f"element{'s' if n.n != 1 else ''}")
+                                    f"subset indexes vectors with closed numbers, below a "
+                                    f"closed size or a hypothesis `h : {show(i)} < {show(n)}` "
+                                    f"in scope")
         base = self.whnf(term)
-        item = base.items[i.n] if isinstance(base, Arr) else Proj(term, f"[{i.n}]")
+        item = base.items[i.n] if isinstance(base, Arr) and i.n < len(base.items) \
+            else Proj(term, f"[{i.n}]")
         return item, vty.args[0]
+
+    def assumed(self, prop: Term, ctx: Ctx) -> bool:
+        """Lean's `assumption`: a local in scope, innermost first, whose type is `prop` up to
+        definitional equality (so `h : i + 1 ≤ n` proves `i < n`)."""
+        return any(self.is_prop(h.type) and self.unify(h.type, prop) for h in ctx.locals())
 
     def fun(self, e: S.Fun, expected: Term | None, ctx: Ctx) -> tuple[Term, Term]:
         exp = self.whnf(expected) if expected is not None else None

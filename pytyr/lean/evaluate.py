@@ -99,7 +99,8 @@ class Evaluator:
                 got = v.get(t.field)
                 if got is not None:
                     return got
-            if isinstance(v, Arr) and t.field.startswith("["):
+            if isinstance(v, Arr) and t.field.startswith("[") \
+                    and int(t.field[1:-1]) < len(v.items):
                 return v.items[int(t.field[1:-1])]
             return self.norm(Proj(v, t.field))
         if isinstance(t, (Arr, InitV)):
