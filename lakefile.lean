@@ -13,7 +13,11 @@ Arguments after `--` are passed on to `make`, e.g. `lake run test -- PYTEST_ARGS
 No external packages are required.
 -/
 
-package tyr
+/-- `autoImplicit` off: a name a signature does not bind is an error, in Lean as in `tyr check`
+(docs/lean-subset.md, *Binders*), not a fresh implicit argument that a typo in a shape would
+make. The fidelity probes run with these options too (`tests/lean/fidelity.py`). -/
+package tyr where
+  leanOptions := #[⟨`autoImplicit, false⟩, ⟨`relaxedAutoImplicit, false⟩]
 
 /-- The Tyr library: `Tyr.lean` and every module under `Tyr/`, including `Tyr.Meta.Test`,
 which nothing imports and which holds the build-time checks of the meta code. -/

@@ -120,10 +120,15 @@ def test_deriving_for_an_inductive_checks_constructor_arguments(tmp_path):
                                "  deriving Inhabited\n") == []
 
 
-def test_an_unbound_name_in_a_header_names_leans_auto_implicit(tmp_path):
-    # Lean (autoImplicit, on by default) would bind `n`; the subset asks for the binder.
-    d = one_error(tmp_path, "def f (x : T #[n]) : T #[n] := x")
-    assert d.message.startswith("unknown identifier 'n'; Lean's `autoImplicit` would bind it")
+def test_an_unbound_name_in_a_header_asks_for_its_binder(tmp_path):
+    # `autoImplicit` (on by default, `src/Lean/Elab/AutoBound.lean`) would bind `n` as an
+    # implicit argument; lakefile.lean turns it off, so Lean says `unknown identifier` too
+    # (the probe *an unbound name in a signature is an error* of tests/test_lean_fidelity.py).
+    src = "def f (x : T #[n]) : T #[n] := x"
+    d = one_error(tmp_path, src)
+    assert (d.pos.line, d.pos.col) == (3, src.index("n"))
+    assert d.message == ("unknown identifier 'n'; a name in a signature needs its binder "
+                         "`{n : ...}`: `autoImplicit` is off, in Lean too (lakefile.lean)")
     d = one_error(tmp_path, "def f (x : T #[2]) : T #[2] := relu y")
     assert d.message == "unknown identifier 'y'"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.lean.fidelity import Probe, lean_verdict, tyr_verdict
+from tests.lean.fidelity import PRELUDE_OPTIONS, Probe, lake_options, lean_verdict, tyr_verdict
 from tests.lean.real import real_lean
 
 PICK = "def pick (a : Nat) {α : Type} (x : α) : α := x\n"
@@ -83,6 +83,9 @@ PROBES = [
           "structure S where\n  /-- The a. -/\n  a : Nat\n  deriving Inhabited\n", None),
     Probe("an indented doc comment after the fields documents the next declaration",
           "structure S where\n  a : Nat\n  /-- The next one. -/\ndef x : Nat := 1\n", None),
+    # -- `autoImplicit` is off (lakefile.lean): a name a signature does not bind is unknown
+    Probe("an unbound name in a signature is an error", V + "def f (x : V n) : V n :=\n  x\n",
+          "4:13"),
     # -- named arguments
     Probe("a named argument given twice", F + "def g : Nat := f (x := 1) (x := 2) 3\n",
           "3:26"),
@@ -173,6 +176,14 @@ def test_the_checker_judges_each_probe_as_lean_does(tmp_path, probe):
     # above checks against the binary.
     got = tyr_verdict(probe, tmp_path)
     assert got.error == probe.error, f"Lean: {probe.error}; tyr check: {got}"
+
+
+def test_the_probes_run_with_the_lakefiles_options(lean, tmp_path):
+    # `lake build` passes the package's `leanOptions`; so does every probe. Without them
+    # Lean's default `autoImplicit` binds `n`, and Lean and the checker would disagree.
+    assert {"-DautoImplicit=false", "-DrelaxedAutoImplicit=false"} <= set(lake_options())
+    probe = next(p for p in PROBES if p.name == "an unbound name in a signature is an error")
+    assert lean_verdict(lean, probe, tmp_path, PRELUDE_OPTIONS).error is None
 
 
 def test_the_probes_accept_and_reject():

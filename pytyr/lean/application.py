@@ -108,9 +108,9 @@ class ApplyRules:
                                   callee=info, self_arg=None)
             return self.field(term, ty, parts[k:], fn.pos)
         if self.header and "." not in fn.name:
-            raise Fail(fn.pos, f"unknown identifier '{fn.name}'; Lean's `autoImplicit` would "
-                               f"bind it as an implicit argument, the Tyr subset asks for the "
-                               f"binder `{{{fn.name} : ...}}`")
+            raise Fail(fn.pos, f"unknown identifier '{fn.name}'; a name in a signature needs "
+                               f"its binder `{{{fn.name} : ...}}`: `autoImplicit` is off, in "
+                               f"Lean too (lakefile.lean)")
         raise Fail(fn.pos, f"unknown identifier '{fn.name}'")
 
     def field(self: "TermElab", term: Term, ty: Term, fields: list[str], pos: Pos) -> tuple:

@@ -60,7 +60,7 @@ class TermElab(ApplyRules):
         self.env, self.scope, self.decl = env, scope, decl
         self.mctx = MetaCtx()
         self.norm = Normalizer(self.mctx, env.unfold, cache)
-        self.header = False  # elaborating binders and result type (Lean's autoImplicit zone)
+        self.header = False  # elaborating binders and result type (where autoImplicit would bind)
         self.pending: list[tuple[Meta, str, str, Pos]] = []  # implicit args to be solved
         self.deferred: list[tuple[str, Param, Term, Pos]] = []  # `(h := by decide)` to run
 

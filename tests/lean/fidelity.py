@@ -11,6 +11,7 @@ unannotated `HAdd.hAdd y 3` leaves the type of `3` open until the end of the dec
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,9 +19,21 @@ from pytyr.errors import Diagnostic
 from pytyr.lean import check_files
 
 PRELUDE = Path(__file__).with_name("TyrProbe.lean")
+LAKEFILE = Path(__file__).resolve().parents[2] / "lakefile.lean"
+
+
+def lake_options(lakefile: Path = LAKEFILE) -> tuple[str, ...]:
+    """The package's `leanOptions` as `lean -D` flags: a probe is judged with the options
+    `lake build` judges the project's files with (`autoImplicit=false`, ...)."""
+    m = re.search(r"leanOptions := #\[(.*?)\]", lakefile.read_text(encoding="utf-8"), re.S)
+    return tuple(f"-D{k}={v}" for k, v in re.findall(r"⟨`([\w.]+), (\w+)⟩", m.group(1))) \
+        if m else ()
+
+
 # The auxiliary definitions of every inductive type (`T.ctorIdx`, injectivity theorems) need
 # much more of `Init` than the prelude has; they do not take part in elaboration.
-OPTIONS = ("-DgenCtorIdx=false", "-DgenInjectivity=false")
+PRELUDE_OPTIONS = ("-DgenCtorIdx=false", "-DgenInjectivity=false")
+OPTIONS = PRELUDE_OPTIONS + lake_options()
 
 
 @dataclass(frozen=True)
@@ -49,11 +62,11 @@ class Verdict:
         return None if self.error is None else int(self.error.split(":")[0])
 
 
-def lean_verdict(lean, probe: Probe, tmp: Path) -> Verdict:
-    prelude = lean.compile_module(PRELUDE, OPTIONS)
+def lean_verdict(lean, probe: Probe, tmp: Path, options: tuple[str, ...] = OPTIONS) -> Verdict:
+    prelude = lean.compile_module(PRELUDE, PRELUDE_OPTIONS)
     f = tmp / "Probe.lean"
     f.write_text(probe.header() + "\n" + (probe.lean or probe.src), encoding="utf-8")
-    msgs = lean.run(Path(f.name), prelude, tmp, OPTIONS)
+    msgs = lean.run(Path(f.name), prelude, tmp, options)
     if not msgs:
         return Verdict(None)
     first = min(msgs, key=lambda m: (m.line, m.col))
