@@ -150,10 +150,12 @@ MISTAKES = [
     # the rotary axes must sum to the head width: rotating the row axis twice does not fit
     ("c.rope_idx c.rope_row c.rope_col x c.theta", "c.rope_idx c.rope_row c.rope_row x c.theta",
      "argument 'x' of 'ropeGrid'"),
-    # a patch must divide the image: an image one pixel taller is not `grid * patch`
+    # a patch must divide the image: an image one pixel taller is not `grid * patch` (the
+    # reshape's `by decide` would fail too, but tactics run last, as in Lean)
     ("let x := catSeq3 (lin3 txt_in txt) (lin3 img_in (patchify img))",
      "let x := catSeq3 (lin3 txt_in txt) (lin3 img_in (patchify (reshape img "
-     "#[b, c.in_channels, c.grid_h * c.patch + 1, c.grid_w * c.patch])))", "by decide"),
+     "#[b, c.in_channels, c.grid_h * c.patch + 1, c.grid_w * c.patch])))",
+     "argument 'x' of 'patchify'"),
     # joint attention needs equal stream widths: a text stream of another width is caught
     ("  vector_in : MLPEmbedder c.vec_in_dim c.hidden\n  txt_in : Linear c.hidden c.context_in_dim",
      "  vector_in : MLPEmbedder c.vec_in_dim c.hidden\n  txt_in : Linear c.mlp_hidden c.context_in_dim",

@@ -37,10 +37,12 @@ BUGS = [
     ("wrong head split",
      "let q := splitHeads (third qkv 0)",
      "let q := splitHeads (h := c.head_dim) (third qkv 0)",
-     "let q := splitHeads (h := c.head_dim) (third qkv 0)",
-     # Lean propagates `splitHeads`'s expected argument type into `third qkv 0` first, so the
-     # mismatch is `qkv`, the argument of `third` (propagateExpectedType).
-     ["argument 'x' of 'third'", "3 * (c.head_dim * ?d)"]),
+     "let y := mergeHeads (causalAttention q k v c.dropout)",
+     # Lean propagates `splitHeads`'s expected argument type into `third qkv 0` first, where
+     # `c.n_head * c.head_dim =?= c.head_dim * ?d` is stuck on `?d`: that mismatch waits, as
+     # a postponed coercion, and the heads of `q` and `k` that differ are the error.
+     ["argument 'k' of 'causalAttention'", "T #[b, c.n_head, t, c.head_dim]",
+      "T #[?b, c.head_dim, ?t, ?d]"]),
     ("mismatched residual",
      "dropout (linearBias3 h p.c_proj p.c_proj_bias) c.dropout",
      "dropout h c.dropout",

@@ -247,3 +247,72 @@ def test_a_closed_index_is_decided(tmp_path):
     assert d.message == "index 2 is out of bounds: the vector has 2 elements"
     # `assumption` comes first: a false hypothesis in scope proves anything, in Lean too.
     assert check_src(tmp_path, vec.replace("(xs", "(h : 2 < 2) (xs").replace("IDX", "2")) == []
+
+
+# ---- tactic blocks run last ---------------------------------------------------------------
+# `src/Lean/Elab/SyntheticMVars.lean`: a `by` block (an argument `(h := by decide)` or a
+# binder's `:= by decide`) is a synthetic metavariable that `synthesizeSyntheticMVarsNoPostponing`
+# runs after the rest of the declaration is elaborated; a type mismatch found meanwhile ends
+# the declaration before any tactic runs. The probes *a failing `by` is not reported before …*
+# of tests/test_lean_fidelity.py pin it against the real Lean.
+
+PROOF = ("def f (x : T #[2]) (h : 2 = 3) (y : T #[3]) : T #[2] := x\n"
+         "def pick (x : T #[2]) (k : Nat) (h : k < 3 := by decide) : T #[2] := x\n")
+
+
+@pytest.mark.parametrize("use", ["f x (h := by decide) y", "pick x 5"])
+def test_a_failing_by_decide_is_reported_after_the_rest_of_its_declaration(tmp_path, use):
+    body = f"  let a := {use}\n  y\n"
+    d = one_error(tmp_path, PROOF + "def g (x : T #[2]) (y : T #[3]) : T #[4] :=\n" + body)
+    assert (d.pos.line, d.pos.col) == (7, 2)
+    assert d.message == "type mismatch: 'y' has type T #[3] but is expected to have type T #[4]"
+    d = one_error(tmp_path, PROOF + "def g (x : T #[2]) (y : T #[3]) : T #[3] :=\n" + body)
+    assert d.message.startswith("`by decide` failed for argument 'h'")
+    assert (d.pos.line, d.pos.col) == (6, 11 + (use.index("by") if "by" in use else 0))
+
+
+def test_of_failing_tactics_the_earliest_is_reported(tmp_path):
+    src = (PROOF + "def g (x : T #[2]) (y : T #[3]) : T #[2] :=\n"
+           "  let a := f x (h := by decide) y\n  pick x 7\n")
+    d = one_error(tmp_path, src)
+    assert (d.pos.line, d.message) == (6, "`by decide` failed for argument 'h' of 'f': the "
+                                          "proposition 2 = 3 is false (2 ≠ 3)")
+
+
+# ---- a mismatch stuck on a metavariable waits ---------------------------------------------
+# `ensureHasType` (`src/Lean/Elab/Term.lean`) tries a coercion where `isDefEq` fails; with
+# `Init/Coe.lean`'s `instance : CoeT α a α`, the search for `CoeT (T #[3]) x (T #[?a * 2])` is
+# stuck while the types are (`Nat.mul` recurses on `?a`), so `mkCoe` postpones it to the end
+# of the declaration. `?a + 2` is `succ (succ ?a)`: no value of `?a` mends `n =?= ?a + 2`, and
+# that mismatch is reported at once. The probes *a stuck mismatch …* pin it against Lean.
+
+GSTUCK = "def g {a : Nat} (x : T #[a * 2]) (y : T #[a]) (z : T #[5]) : Nat := a\n"
+
+
+def test_a_stuck_mismatch_waits_for_a_later_argument(tmp_path):
+    ok = GSTUCK + "def h (x : T #[14]) (y : T #[7]) (z : T #[5]) : Nat := g x y z\n"
+    assert check_src(tmp_path, ok) == []
+    src = GSTUCK + "def h (x : T #[3]) (y : T #[7]) (z : T #[5]) : Nat := g x y z\n"
+    d = one_error(tmp_path, src)  # still a mismatch at the end: reported where it is
+    assert (d.pos.line, d.pos.col) == (4, src.splitlines()[-1].rindex("x"))
+    assert d.message.startswith("argument 'x' of 'g' has type T #[3] but is expected to have "
+                                "type T #[14]")  # with what `y` solved
+
+
+def test_a_stuck_mismatch_is_reported_after_the_declarations_hard_ones(tmp_path):
+    src = GSTUCK + ("def h (x : T #[3]) (y : T #[7]) (z : T #[4]) : Nat := g x y z\n"
+                    "def k (x : T #[3]) (y : T #[7]) (z : T #[5]) (w : T #[4]) : T #[5] :=\n"
+                    "  let u := g x y z\n  w\n")
+    diags = check_src(tmp_path, src)
+    assert [(d.pos.line, d.pos.col) for d in diags] == [(4, src.splitlines()[1].rindex("z")),
+                                                         (7, 2)]
+    assert diags[1].message == ("type mismatch: 'w' has type T #[4] but is expected to have "
+                                "type T #[5]")
+
+
+def test_a_mismatch_no_metavariable_mends_is_reported_at_once(tmp_path):
+    g = "def g {a : Nat} (x : T #[a + 2]) (y : T #[a]) (z : T #[5]) : Nat := a\n"
+    src = g + "def h (n : Nat) (x : T #[n]) (y : T #[7]) (z : T #[4]) : Nat := g x y z\n"
+    d = one_error(tmp_path, src)
+    assert d.message.startswith("argument 'x' of 'g' has type T #[n] but is expected to have "
+                                "type T #[?a + 2]")

@@ -32,9 +32,23 @@ def solve_v(param: str, arg: str) -> str:
                 f"def h (n m : Nat) (y : V ({arg})) : Nat :=\n  g n y\n")
 
 
+G2 = "def g {a : Nat} (x : V (a * 2)) (y : V a) (z : V 5) : Nat := 0\n"
+G2_LEAN = "def g {a : Nat} (x : V (HMul.hMul a 2)) (y : V a) (z : V 5) : Nat := 0\n"
+
+
+def stuck(body: str) -> tuple[str, str]:
+    """`g`, whose `x : V (?a * 2)` is stuck on `?a` until `y` gives it, and `body` using it."""
+    return V + G2 + body, V + G2_LEAN + body
+
+
 NE = "def f (a b : Nat) (h : a ≠ b) : Nat := a\n"
 NE_LEAN = "def f (a b : Nat) (h : Ne a b) : Nat := a\n"
 TWICE = "def twice (x : Nat) (f : Nat → Nat) : Nat := f (f x)\n"
+# The prelude has no `decide` (tactics are declared by `syntax` in `Init`): Lean's text proves
+# the false `2 = 3` with the empty tactic block `{    }` (as wide as `decide`), which fails
+# where `decide` would, when Lean runs the tactic blocks.
+PROOF = "def f (x : V 2) (h : 2 = 3) (y : V 3) : V 2 := x\n"
+PROOF_LEAN = "def f (x : V 2) (h : Eq 2 3) (y : V 3) : V 2 := x\n"
 
 PROBES = [
     # -- the expected type, propagated before each explicit or named argument until it takes
@@ -144,6 +158,35 @@ PROBES = [
           "def g (x y : Nat) (h : x ≤ y) : Nat :=\n  f x y h\n", "4:8",
           lean="def f (a b : Nat) (h : LT.lt a b) : Nat := a\n"
                "def g (x y : Nat) (h : LE.le x y) : Nat :=\n  f x y h\n"),
+    # -- a mismatch stuck on a metavariable waits, as a coercion, for the end of the declaration
+    Probe("a stuck mismatch waits for a later argument to solve it",
+          stuck("def h (x : V 14) (y : V 7) (z : V 5) : Nat :=\n  g x y z\n")[0], None,
+          lean=stuck("def h (x : V 14) (y : V 7) (z : V 5) : Nat :=\n  g x y z\n")[1]),
+    Probe("a stuck mismatch that stays one is reported at its argument",
+          stuck("def h (x : V 3) (y : V 7) (z : V 5) : Nat :=\n  g x y z\n")[0], "6:4",
+          lean=stuck("def h (x : V 3) (y : V 7) (z : V 5) : Nat :=\n  g x y z\n")[1]),
+    Probe("a stuck mismatch is reported after a later argument's mismatch",
+          stuck("def h (x : V 3) (y : V 7) (z : V 4) : Nat :=\n  g x y z\n")[0], "6:8",
+          lean=stuck("def h (x : V 3) (y : V 7) (z : V 4) : Nat :=\n  g x y z\n")[1]),
+    Probe("a stuck mismatch is reported after a later mismatch of the declaration",
+          stuck("def h (x : V 3) (y : V 7) (z : V 5) (w : V 4) : V 5 :=\n"
+                "  let u := g x y z\n  w\n")[0], "7:2",
+          lean=stuck("def h (x : V 3) (y : V 7) (z : V 5) (w : V 4) : V 5 :=\n"
+                     "  let u := g x y z\n  w\n")[1]),
+    Probe("a mismatch no metavariable can mend is reported at once",
+          V + "def g {a : Nat} (x : V (a + 2)) (y : V a) (z : V 5) : Nat := 0\n"
+              "def h (n : Nat) (x : V n) (y : V 7) (z : V 4) : Nat :=\n  g x y z\n", "6:4",
+          lean=V + "def g {a : Nat} (x : V (HAdd.hAdd a 2)) (y : V a) (z : V 5) : Nat := 0\n"
+                   "def h (n : Nat) (x : V n) (y : V 7) (z : V 4) : Nat :=\n  g x y z\n"),
+    # -- tactic blocks run last, when the declaration is elaborated (`synthesizeSyntheticMVars`)
+    Probe("a failing `by` is not reported before a later mismatch of its declaration",
+          V + PROOF + "def g (x : V 2) (y : V 3) : V 4 :=\n  let a := f x (h := by decide) y\n"
+                      "  y\n", "7:2",
+          lean=V + PROOF_LEAN + "def g (x : V 2) (y : V 3) : V 4 :=\n"
+                                "  let a := f x (h := by {    }) y\n  y\n"),
+    Probe("a failing `by` is not reported before a later argument's mismatch",
+          V + PROOF + "def g (x : V 2) (y : V 4) : V 2 :=\n  f x (h := by decide) y\n", "6:23",
+          lean=V + PROOF_LEAN + "def g (x : V 2) (y : V 4) : V 2 :=\n  f x (h := by {    }) y\n"),
     # -- `fun` and `λ` are arguments (`leading_parser:maxPrec`) whose body extends to the end
     Probe("`fun` as an argument", TWICE + "def y : Nat := twice 3 fun k => k + 1\n", None,
           lean=TWICE + "def y : Nat := twice 3 fun k => HAdd.hAdd k 1\n"),

@@ -5,12 +5,15 @@ each explicit or named argument, until it succeeds once, the expected type is un
 result type (`propagateExpectedType`), so a mismatch is reported at the argument that causes
 it; explicit arguments are checked against their binder types; a `fun` argument is elaborated
 last, against its binder type with what is solved by then (Lean postpones it);
-`(h : P := by decide)` obligations are decided on closed propositions; defaults are the
+`(h : P := by decide)` obligations are decided on closed propositions when the declaration's
+tactic blocks run, after the rest of it (`TermElab.run_tactics`); a type mismatch stuck on a
+metavariable waits until then too (`ensure_type`, Lean's postponed coercion); defaults are the
 declaration's, instantiated.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from math import prod
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import Pos
 from . import syntax as S
@@ -18,7 +21,6 @@ from .context import Ctx
 from .env import BUILTIN_TYPES, CtorInfo, DefInfo, IndInfo, StructInfo
 from .failure import Fail, short
 from .hints import split_hint
-from .obligations import decide
 from .parser import SUBSET
 from .reshapes import DISCIPLINED, misfit
 from .terms import (
@@ -59,9 +61,10 @@ class ApplyRules:
         if head[0] == "value":
             term, ty = head[1], head[2]
             if not args:
-                if expected is not None and not self.unify(ty, expected) and not soft:
-                    raise Fail(pos, f"type mismatch: '{_src(fn)}' has type {self.show(ty)} but "
-                                    f"is expected to have type {self.show(expected)}")
+                if expected is not None and not soft:
+                    self.ensure_type(ty, expected, lambda: Fail(
+                        pos, f"type mismatch: '{_src(fn)}' has type {self.show(ty)} but is "
+                             f"expected to have type {self.show(expected)}"))
                 return term, ty
             fty = self.whnf(ty)
             if not isinstance(fty, Pi):
@@ -165,9 +168,7 @@ class ApplyRules:
                 raise Fail(named[a].expr.pos, f"'{short(name)}' has no argument named '{a}'")
         m: dict[int, Term] = {}
         values: list[Term] = []
-        obligations: list[tuple[Param, Term]] = []
         funs: list[tuple[int, Param, S.Fun]] = []  # elaborated last, as Lean postpones them
-        first_deferred = len(self.deferred)
         propagate = expected is not None and expected != PROP  # Lean keeps `Prop` to itself
         for i, p in enumerate(params):
             pty = subst(p.type, m)
@@ -194,9 +195,9 @@ class ApplyRules:
                     funs.append((len(values), p, arg))
                 else:
                     v = self.check_arg(name, p, arg, pty, ctx)
-            elif p.tactic is not None:
+            elif p.tactic is not None:  # run with the declaration's other tactic blocks
                 v = Opaque("proof")
-                obligations.append((p, pty))
+                self.deferred.append((name, p, pty, pos))
             elif p.default is not None:
                 v = subst(p.default, m)
             else:
@@ -213,9 +214,10 @@ class ApplyRules:
                                                f"argument{'s' if nexp != 1 else ''}, but is given "
                                                f"{nexp + len(positional)}")
         res = subst(result, m)
-        if expected is not None and not self.unify(res, expected) and not soft:
-            raise Fail(pos, f"type mismatch: '{short(name)} ...' has type {self.show(res)} but "
-                            f"is expected to have type {self.show(expected)}")
+        if expected is not None and not soft:
+            self.ensure_type(res, expected, lambda: Fail(
+                pos, f"type mismatch: '{short(name)} ...' has type {self.show(res)} but is "
+                     f"expected to have type {self.show(expected)}"))
         for i, p, fe in funs:
             pty = instantiate(subst(p.type, m), self.mctx)
             t, ty = self.elab(fe, pty, ctx)
@@ -224,12 +226,6 @@ class ApplyRules:
                                    f"{self.show(ty)} but is expected to have type "
                                    f"{self.show(pty)}")
             values[i] = m[p.uid] = t
-        for p, pty in obligations:
-            decide(self.norm, name, p, instantiate(pty, self.mctx), pos)
-        mine = self.deferred[first_deferred:]
-        del self.deferred[first_deferred:]
-        for fname, dp, dty, dpos in mine:
-            decide(self.norm, fname, dp, instantiate(dty, self.mctx), dpos)
         if name in DISCIPLINED:
             self.reshape_discipline(params, values, DISCIPLINED[name], pos)
         return self.result_term(name, params, values, callee, pos), res
@@ -245,6 +241,8 @@ class ApplyRules:
             if items is None or not all(isinstance(d, Lit) for d in items):
                 return  # symbolic: the discipline needs numbers, as `by decide` does
             dims.append([d.n for d in items])  # type: ignore[attr-defined]
+        if prod(dims[0]) != prod(dims[1]):
+            return  # `by decide` rejects it, when the declaration's tactics run (Lean's rule)
         why = misfit(dims[0], dims[1])
         if why is not None:
             raise Fail(pos, f"reshape of T {_show_dims(dims[0])} to {_show_dims(dims[1])}: "
@@ -276,12 +274,23 @@ class ApplyRules:
             t, ty = self.elab(e, None, ctx)
         else:
             t, ty = self.elab(e, pty, ctx, soft=True)
-        if not self.unify(ty, pty):
-            raise Fail(e.pos, f"argument '{p.name}' of '{short(fname)}' has type "
-                              f"{self.show(ty)} but is expected to have type {self.show(pty)}"
-                              + split_hint(instantiate(ty, self.mctx),
-                                           instantiate(pty, self.mctx)))
+        self.ensure_type(ty, pty, lambda: Fail(
+            e.pos, f"argument '{p.name}' of '{short(fname)}' has type {self.show(ty)} but is "
+                   f"expected to have type {self.show(pty)}"
+                   + split_hint(instantiate(ty, self.mctx), instantiate(pty, self.mctx))))
         return t
+
+    def ensure_type(self: "TermElab", ty: Term, expected: Term, mismatch: "Callable[[], Fail]"
+                    ) -> None:
+        """`ty =?= expected`, else the error `mismatch` makes. A comparison stuck on a
+        metavariable (`V 3 =?= V (?a * 2)`) waits instead: Lean's `ensureHasType` leaves it to
+        a coercion that is retried when the rest of the declaration is elaborated (`mkCoe`,
+        `src/Lean/Elab/Term.lean`), and a later argument may solve it."""
+        self.norm.stuck = False
+        if not self.unify(ty, expected):
+            if not self.norm.stuck:
+                raise mismatch()
+            self.postponed.append((ty, expected, mismatch))
 
     def _literal_fits(self: "TermElab", pty: Term) -> bool:
         t = self.whnf(pty)

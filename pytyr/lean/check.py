@@ -134,6 +134,8 @@ class Checker:
             ci = CtorInfo(f"{name}.{c.name}", name, params + cparams)
             info.ctors[c.name] = ci
             self.declare(ci.name, c.pos, ci)
+        el.resume_postponed()
+        el.run_tactics()
         for d, pos in zip(cmd.deriving, cmd.deriving_pos):
             # `Inhabited` needs one constructor whose arguments all have instances; the others
             # need every constructor argument to have one.

@@ -104,6 +104,7 @@ class Normalizer:
         self.unfold = unfold
         self.cache: dict[Term, Term] = {} if cache is None else cache
         self._saw_meta = False  # set when the term being normalised mentions a metavariable
+        self.stuck = False  # set when a comparison failed on a term blocked by a metavariable
 
     def __call__(self, t: Term) -> Term:
         kind = type(t)  # terms are final classes: exact types, one set lookup each
@@ -240,7 +241,29 @@ def _unify(a: Term, b: Term, norm: Normalizer) -> bool:
     assigned = norm.mctx.assign
     if assigned and (_has_assigned(a, assigned) or _has_assigned(b, assigned)):
         na, nb = norm(a), norm(b)
-        return (na, nb) != (a, b) and _unify(na, nb, norm)
+        if (na, nb) != (a, b):
+            return _unify(na, nb, norm)
+    if _blocked(a) or _blocked(b):
+        norm.stuck = True
+    return False
+
+
+def _blocked(t: Term) -> bool:
+    """Whether unfolding `t` stops at a metavariable, so that Lean's `isDefEq` is stuck on it
+    rather than false: `?a * 2` unfolds to `Nat.add (?a * 1) ?a`, which recurses on `?a`;
+    `?a + 2` is `succ (succ ?a)`, a constructor, and compares definitely."""
+    if isinstance(t, NatOp):
+        if t.op in "/%":  # well-founded recursion: only numbers reduce
+            return occurs(t, lambda x: isinstance(x, Meta))
+        if isinstance(t.b, Lit):
+            if t.op == "+" or t.b.n == 0:
+                return False
+            # `a - k` is `pred` of `a - (k - 1)`, matching on `a` at the end; `a * k` is
+            # `Nat.add (a * (k - 1)) a`, recursing on `a`.
+            return isinstance(t.a, Meta) or _blocked(t.a)
+        return isinstance(t.b, Meta) or _blocked(t.b)  # the recursion is on the second
+    if isinstance(t, Proj):
+        return isinstance(t.e, Meta) or _blocked(t.e)
     return False
 
 

