@@ -24,7 +24,7 @@ WORDS = "the of and to a in that is was he for it with as his on be at by had no
 BATCH, SEQ = 8, 8
 SMALL = {"model.c.n_layer": 1, "model.c.n_head": 2, "model.c.head_dim": 8,
          "model.c.block": SEQ, "task.seq": SEQ, "train.batch": BATCH, "train.micro_batch": 2,
-         "train.warmup_iters": 2, "train.eval_interval": 5, "train.eval_iters": 2,
+         "train.warmup_iters": 2, "train.eval_interval": 5, "train.eval_iters": 1,
          "train.checkpoint_interval": 1000, "train.device": "cpu", "train.threads": 1,
          "sample.max_new_tokens": 0}
 

@@ -62,7 +62,7 @@ def _args(out: Path, shards: tuple[Path, int], *extra: str) -> list[str]:
             "model.c.window": 5, "train.warmup_iters": 0,
             "task.data": data, "task.seq": 16, "train.batch": 8, "train.micro_batch": 2,
             "train.lr_decay_iters": 6, "train.warmdown_iters": 4, "train.eval_interval": 3,
-            "train.eval_iters": 2, "train.checkpoint_interval": 3, "train.device": "cpu",
+            "train.eval_iters": 1, "train.checkpoint_interval": 3, "train.device": "cpu",
             "sample.max_new_tokens": 12, "sample.prompt": "the man", "out": out}
     flat = [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
     return ["train", LEAN, "--model", "nanochat", *flat, "-q", *extra]
