@@ -4,10 +4,9 @@
 A random FLUX.2 [klein]-layout pipeline is written once by diffusers' `save_pretrained`
 (`tests/flux2_pipeline.build` at bench sizes: a 6-layer Qwen3 of width 256, a transformer of
 2 double and 4 single blocks of width 512, the autoencoder of the tests; ~60 M parameters,
-float32; the tests' tiny one with `--quick`) into `runs/bench/flux2-*`. Each side runs in a
-process of its own at one thread, alternating, the order flipped every pair, after a warm-up
-pair; measured per process: wall time (start to exit) and peak RSS (`VmHWM`, printed by the
-child last). A 256 × 256 image in 4 steps with guidance from a 64-token prompt. `ratio` is
+float32; the tests' tiny one with `--quick`) into `runs/bench/flux2-*`. The two run as
+processes (`bench/processes.py`: alternating, one thread, wall time and peak RSS each). A
+256 × 256 image in 4 steps with guidance from a 64-token prompt. `ratio` is
 diffusers' over tyr's (the median of the per-pair ratios): the goals are time >= 1.0 and tyr's
 peak RSS within 1.2× of diffusers'. The two PNGs are compared too (the largest pixel
 difference, of 255).
@@ -16,23 +15,18 @@ Standalone: `python -m bench.generate [--quick]`.
 """
 from __future__ import annotations
 
-import os
-import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from bench import ROOT, Row, judge
+from bench import ROOT, Row, processes
+from bench.processes import PEAK, alternate
 from bench.standalone import standalone
 
 SIZES = {False: dict(width=256, layers=6, blocks=(2, 4), heads=4, head=128),
          True: {}}
 SIDE, STEPS, LENGTH, LAYERS = 256, 4, 64, (1, 3, 5)
 PROMPT = "a red cat on a mat"
-MEMORY_GOAL = 1 / 1.2
-_PEAK = "print([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1])"
 _DIFFUSERS = """
 import sys, torch, diffusers
 torch.set_num_threads(1)
@@ -43,12 +37,7 @@ out = pipe(prompt=sys.argv[2], height=int(sys.argv[3]), width=int(sys.argv[3]),
            text_encoder_out_layers=tuple(map(int, sys.argv[6].split(","))),
            generator=torch.Generator().manual_seed(0))
 out.images[0].save(sys.argv[7])
-""" + _PEAK
-_TYR = """
-import sys
-from pytyr.cli import main
-rc = main(sys.argv[1:])
-""" + _PEAK + "\nsys.exit(rc)"
+""" + PEAK
 
 
 def make_pipeline(path: Path, quick: bool) -> Path:
@@ -63,17 +52,6 @@ def make_pipeline(path: Path, quick: bool) -> Path:
     return path
 
 
-def _child(argv: list[str]) -> tuple[float, float]:
-    """(wall seconds, peak RSS MB) of one process."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    t0 = time.perf_counter()
-    done = subprocess.run(argv, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if done.returncode != 0:
-        raise RuntimeError(f"{argv[:3]} failed: {done.stderr[-2000:]}")
-    return wall, int(done.stdout.split()[-1]) / 1024
-
-
 def run(quick: bool = False, pairs: int | None = None) -> dict[str, Any]:
     """Both sides in alternating processes; JSON-serialisable results."""
     import numpy as np
@@ -84,7 +62,7 @@ def run(quick: bool = False, pairs: int | None = None) -> dict[str, Any]:
     pipe, layers = root / "pipe", ",".join(map(str, LAYERS))
     side = 32 if quick else SIDE
     sides = {
-        "tyr": [sys.executable, "-c", _TYR, "generate", str(pipe), "--prompt", PROMPT,
+        "tyr": [sys.executable, "-c", processes.TYR, "generate", str(pipe), "--prompt", PROMPT,
                 "--height", str(side), "--width", str(side), "--steps", str(STEPS),
                 "--max-sequence-length", str(LENGTH), "--text-layers",
                 "1,2,2" if quick else layers, "-q", "-o", str(root / "tyr.png")],
@@ -92,23 +70,12 @@ def run(quick: bool = False, pairs: int | None = None) -> dict[str, Any]:
                       str(STEPS), str(LENGTH), "1,2,2" if quick else layers,
                       str(root / "diffusers.png")],
     }
-    pairs = pairs or (2 if quick else 4)
-    got: dict[str, list[tuple[float, float]]] = {k: [] for k in sides}
-    for i in range(pairs + 1):  # the first pair warms up
-        for name in (list(sides) if i % 2 == 0 else list(reversed(sides))):
-            sample = _child(sides[name])
-            if i:
-                got[name].append(sample)
+    got = alternate(sides, pairs or (2 if quick else 4))
     a, b = (np.asarray(Image.open(root / f"{n}.png"), dtype=np.int16)
             for n in ("tyr", "diffusers"))
     out: dict[str, Any] = {"params_m": _params(pipe) / 1e6, "side": side,
                            "max_pixel_diff": int(np.abs(a - b).max())}
-    for name, samples in got.items():
-        out[name] = {"wall_s": [w for w, _ in samples], "rss_mb": [m for _, m in samples]}
-    pair = list(zip(got["tyr"], got["diffusers"]))
-    out["time_ratio"] = statistics.median(d[0] / t[0] for t, d in pair)
-    out["memory_ratio"] = statistics.median(d[1] / t[1] for t, d in pair)
-    return out
+    return {**out, **got}
 
 
 def _params(pipe: Path) -> int:
@@ -126,20 +93,7 @@ def _params(pipe: Path) -> int:
 def rows(r: dict[str, Any]) -> list[Row]:
     what = (f"{r['params_m']:.0f} M-parameter FLUX.2 [klein] layout, {r['side']}², "
             f"max pixel diff {r['max_pixel_diff']}")
-    out = []
-    for key, unit, ratio, goal in (("wall_s", "s", "time_ratio", 1.0),
-                                   ("rss_mb", "MB", "memory_ratio", MEMORY_GOAL)):
-        for side in ("tyr", "diffusers"):
-            values = sorted(r[side][key])
-            row = Row(f"generate {key.split('_')[0]} ({side})",
-                      f"{statistics.median(values):.2f}" if unit == "s"
-                      else f"{statistics.median(values):.0f}", f"{values[-1]:.2f}")
-            if side == "tyr":
-                row = Row(row.what, row.median, row.p90, **judge(r[ratio], goal),
-                          note=f"{unit}; {what}" if key == "wall_s" else
-                          f"peak RSS {unit} (diffusers/tyr; goal: tyr within 1.2x)")
-            out.append(row)
-    return out
+    return processes.rows(r, "generate", "diffusers", what)
 
 
 def main(argv: list[str] | None = None) -> int:
