@@ -192,6 +192,22 @@ def test_comments_may_precede_the_imports_and_a_module_doc_follows_them(tmp_path
     assert check_src(tmp_path, src, prelude=False) == []
 
 
+def test_an_import_resolves_against_the_lake_package_as_lake_build_does(tmp_path):
+    # `examples/b/B.lean` imports `examples/a/A.lean` by its Lake name: the package's root is
+    # the directory of the lakefile, not of the file checked.
+    (tmp_path / "lakefile.lean").write_text("import Lake\n")
+    for d in ("a", "b"):
+        (tmp_path / "examples" / d).mkdir(parents=True)
+    (tmp_path / "examples" / "a" / "A.lean").write_text(
+        "import Tyr\nopen torch\ndef block {b : Nat} (x : T #[b, 4]) : T #[b, 4] := relu x\n")
+    src = ("import examples.a.A\nopen torch\n"
+           "def f (x : T #[3, 4]) : T #[3, 4] := block x\n")
+    assert check_src(tmp_path / "examples" / "b", src, prelude=False) == []
+    (tmp_path / "lakefile.lean").unlink()  # no package: the name resolves nowhere
+    diags = check_src(tmp_path / "examples" / "b", src, prelude=False)
+    assert "unknown module 'examples.a.A'" in diags[0].message
+
+
 def test_local_imports_resolve_like_lake(tmp_path):
     (tmp_path / "Lib").mkdir()
     (tmp_path / "Lib" / "Blocks.lean").write_text(

@@ -1,7 +1,10 @@
 """Load Lean files the way Lake resolves them, check them, and instantiate models as graphs.
 
 `import Tyr` (and `Tyr.X`) resolves to the Lean library shipped with pytyr; other imports
-resolve against the directory of the importing root file, as `A.B` → `A/B.lean`. Modules
+resolve against the directory of the importing root file, as `A.B` → `A/B.lean`, then, where
+that has no such file, against the Lake package holding it (the nearest directory above with a
+`lakefile.lean` or `lakefile.toml`), where `lake build` resolves them: an example imports
+another's module by its Lake name (`import examples.flux2.transformer.Transformer`). Modules
 under `Tyr.Meta` are Lean metaprograms that the checker provides natively.
 """
 from __future__ import annotations
@@ -50,6 +53,16 @@ def tyr_root() -> Path:
                             f"(looked in {here / '_lean'} and {here.parent})")
 
 
+def lake_package(root: Path) -> list[Path]:
+    """The Lake package directory above `root` (the nearest holding a lakefile), as a list of
+    at most one directory, none when it is `root` itself (already searched first)."""
+    start = root.resolve()
+    for folder in (start, *start.parents):
+        if (folder / "lakefile.lean").is_file() or (folder / "lakefile.toml").is_file():
+            return [] if folder == start else [folder]
+    return []
+
+
 @dataclass
 class Program:
     """Every module reachable from the root files, elaborated in import order."""
@@ -79,7 +92,8 @@ class Program:
 
     def _resolve_import(self, name: str, root: Path) -> Path | None:
         rel = Path(*name.split(".")).with_suffix(".lean")
-        bases = [tyr_root()] if name == "Tyr" or name.startswith("Tyr.") else [root]
+        bases = [tyr_root()] if name == "Tyr" or name.startswith("Tyr.") else \
+            [root, *lake_package(root)]
         for base in bases:
             try:
                 if (base / rel).is_file() or str((base / rel).resolve()) in self.sources:
