@@ -321,17 +321,19 @@ def normOut (c : Flux2Config) {b t : Nat} (p : NormOut c) (temb : T #[b, c.inner
 
 /-- The transformer after `temb`: both layouts share it. Text and image tokens in (text first
 in the joint sequence, and in its position ids), the double-stream then the single-stream
-blocks under their shared modulations, the final norm and projection of the image tokens. -/
-def transformer (c : Flux2Config) {b img txt : Nat}
+blocks under their shared modulations, the final norm and projection of the image tokens.
+The text tokens are `j` features wide, whatever the context embedder takes (the models here:
+`joint_attention_dim`; `examples/flux2/digits`: its own text encoder's three states). -/
+def transformer (c : Flux2Config) {b img txt j : Nat}
     (double_stream_modulation_img double_stream_modulation_txt : Modulation 6 c.inner_dim)
     (single_stream_modulation : Modulation 3 c.inner_dim)
     (x_embedder : Linear c.inner_dim c.in_channels)
-    (context_embedder : Linear c.inner_dim c.joint_attention_dim)
+    (context_embedder : Linear c.inner_dim j)
     (transformer_blocks : Vector (TransformerBlock c) c.num_layers)
     (single_transformer_blocks : Vector (SingleTransformerBlock c) c.num_single_layers)
     (norm_out : NormOut c) (proj_out : Linear c.out_dim c.inner_dim) (temb : T #[b, c.inner_dim])
     (hidden_states : T #[b, img, c.in_channels])
-    (encoder_hidden_states : T #[b, txt, c.joint_attention_dim]) (img_ids : T #[img, 4])
+    (encoder_hidden_states : T #[b, txt, j]) (img_ids : T #[img, 4])
     (txt_ids : T #[txt, 4]) : T #[b, img, c.out_dim] :=
   let ids := catFirst txt_ids img_ids
   let mi := modulation double_stream_modulation_img temb
