@@ -1,6 +1,8 @@
-"""`image_flow`: class-conditional rectified flow on small real images, a task of the engine.
+"""`image_flow`: class- or prompt-conditional rectified flow on small real images, a task of
+the engine.
 
     {"task": {"name": "image_flow", "data": "digits", "label_dropout": 0.1}}
+    {"task": {"name": "image_flow", "condition": "prompt", "prompt": "the digit {}"}}
 
 The data are scikit-learn's handwritten digits (1797 images of 8×8, 10 classes, in [-1, 1];
 `pytyr.data.digits`), split by class with a fixed seed. A batch is a shuffled slice of the
@@ -8,9 +10,13 @@ training images and their labels; the `step_inputs` hook turns it into a flow-ma
 (`rectified.py`): Gaussian noise, a time per image (logit-normal by default), the point
 `x_t` on the straight path and its velocity target, and the labels dropped to the null label
 with `label_dropout` for classifier-free guidance, all drawn from the step's RNG over the
-global batch. The model is fed `img` (`x_t`), `timesteps`, `txt` and `y` (the class as Flux's
-text tokens and pooled vector) and `target`, and returns `(velocity, loss)`. Evaluation uses
-the validation images with fixed noise and times.
+global batch. The conditioning (`conditioning.py`) makes the model's inputs: with
+`condition = "class"` (the default) `img` (`x_t`), `timesteps`, `txt` and `y` (the class as
+Flux's text tokens and pooled vector) and `target`; with `"prompt"` the digit's prompt as
+characters and the images packed as FLUX.2's latents (`hidden_states`, `timestep`,
+`input_ids`, `attention_mask`, `img_ids`, `txt_ids`, `target` packed too), the null label the
+empty prompt. The model returns `(velocity, loss)`. Evaluation uses the validation images
+with fixed noise and times.
 
 Sampling integrates the flow with Euler steps and classifier-free guidance and writes
 `samples.png`: one row per class.
@@ -38,8 +44,8 @@ from pytyr.train.task import (
 )
 from pytyr.train.tasks import register
 from pytyr.train.tasks.flow import rectified as flow
+from pytyr.train.tasks.flow.conditioning import Conditioning, conditioning
 
-IMAGE = ("batch", "channels", "height", "width")
 NOISE_SEED_OFFSET = 4_000_037  # evaluation noise apart from the training draws
 
 
@@ -48,7 +54,12 @@ class ImageFlowOptions:
     data: Literal["digits"] = setting("digits", doc="scikit-learn's 8×8 handwritten digits")
     val_fraction: float = setting(0.1, gt=0, lt=1, doc="images held out per class")
     split_seed: int = setting(0, ge=0, lt=2**63)
+    condition: Literal["class", "prompt"] = setting(
+        "class", doc="the class as Flux's tokens, or a prompt as FLUX.2's text")
     txt_len: int = setting(1, ge=1, le=64, doc="conditioning tokens (the class, one-hot)")
+    prompt: str = setting("the digit {}", doc="a digit's prompt, {} its numeral (condition "
+                          "prompt)")
+    prompt_len: int = setting(16, ge=1, le=1024, doc="characters a prompt is padded to")
     timesteps: Literal["logit_normal", "uniform"] = setting(
         "logit_normal", doc="how training times are drawn")
     label_dropout: float = setting(0.1, ge=0, le=1, doc="classifier-free guidance's rate")
@@ -72,17 +83,24 @@ class ImageFlow(Task):
     SampleOptions = ImageSampleOptions
 
     train_set: Any = None  # set by prepare()
+    _conditioning: Conditioning | None = None
+
+    @property
+    def conditioning(self) -> Conditioning:
+        if self._conditioning is None:
+            self._conditioning = conditioning(self.options, self.classes)
+        return self._conditioning
 
     def feeds(self) -> dict[str, Feed]:
-        return {"img": Feed("f32", IMAGE), "timesteps": Feed("f32", ("batch",)),
-                "txt": Feed("f32", ("batch", "txt_len", "classes")),
-                "y": Feed("f32", ("batch", "classes")), "target": Feed("f32", IMAGE)}
+        target = Feed("f32", self.conditioning.velocity_dims)
+        return {**self.conditioning.feeds(), "target": target}
 
     def expects(self) -> list[Expect]:
-        return [Expect(0, "velocity", IMAGE)]
+        return [Expect(0, "velocity", self.conditioning.velocity_dims)]
 
     def sizes(self) -> dict[str, int]:
-        return {"batch": self.ctx.micro_batch, "txt_len": self.options.txt_len}
+        return {"batch": self.ctx.micro_batch, **self.conditioning.sizes(),
+                **self.conditioning.image_sizes(self.image)}
 
     def prepare(self) -> str:
         from pytyr.data.digits import load_digits_split
@@ -102,6 +120,13 @@ class ImageFlow(Task):
 
         return CLASSES
 
+    @property
+    def image(self) -> tuple[int, int, int]:
+        """(channels, height, width) of the images, known before they are loaded."""
+        from pytyr.data.digits import SIDE
+
+        return 1, SIDE, SIDE
+
     def data_sizes(self) -> dict[str, int]:
         _, ch, h, w = self.train_set.images.shape
         return {"channels": ch, "height": h, "width": w, "classes": self.classes}
@@ -119,9 +144,9 @@ class ImageFlow(Task):
         if drop:
             dropped = rng.rand(b) < self.options.label_dropout
             labels = torch.where(dropped, flow.NULL_LABEL, labels)
-        txt, y = flow.class_conditioning(labels, self.classes, self.options.txt_len)
-        return {"img": flow.interpolate(x0, noise, t), "timesteps": t, "txt": txt, "y": y,
-                "target": flow.velocity_target(x0, noise)}
+        cond = self.conditioning
+        return {**cond.inputs(flow.interpolate(x0, noise, t), t, labels),
+                "target": cond.target(flow.velocity_target(x0, noise))}
 
     def eval_batches(self, split: str, iters: int) -> Iterator[Batch]:
         c = self.ctx
@@ -155,12 +180,13 @@ class ImageFlow(Task):
                         {**self.sizes(), **self.data_sizes(), "batch": n})
         trained = options.model is None
 
+        cond = self.conditioning
+
         def velocity(x: torch.Tensor, t: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-            txt, y = flow.class_conditioning(labels, self.classes, self.options.txt_len)
-            batch = {"img": x, "timesteps": t, "txt": txt, "y": y}
+            batch = cond.inputs(x, t, labels)
             if trained:
-                batch["target"] = torch.zeros_like(x)
-            return model(batch)[0]
+                batch["target"] = cond.target(torch.zeros_like(x))
+            return cond.images(model(batch)[0], self.image)
 
         labels = class_grid_labels(self.classes, options.per_class)
         gen = torch.Generator().manual_seed(options.seed)
