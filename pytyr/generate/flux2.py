@@ -34,6 +34,7 @@ from pytyr.pipeline import LeanModels
 from pytyr.train.forward import tensor_feeds
 from pytyr.train.model import RunModel
 from pytyr.train.pretrained import checkpoint_tensors, model_from_checkpoint
+from pytyr.train.tasks.flow.packing import image_ids, text_ids
 
 SCALE = 16  # pixels a latent token spans: the VAE's 8 (three halvings) times the 2 × 2 patch
 
@@ -129,20 +130,27 @@ def _initial_latents(opts: GenerateOptions, dit: dict[str, Any], vae: dict[str, 
         raise ConfigError(f"--text-layers {','.join(map(str, opts.text_layers))}: the text "
                           f"encoder has {text['n_layer']} layers; each must be below that")
     shape = (1, channels, opts.height // SCALE, opts.width // SCALE)
-    if opts.latents is None:
-        return torch.randn(shape, generator=torch.Generator().manual_seed(opts.seed))
+    return initial_noise(shape, opts.seed, opts.latents, f"a {opts.width}×{opts.height} image")
+
+
+def initial_noise(shape: tuple[int, ...], seed: int, latents: Path | None,
+                  what: str) -> torch.Tensor:
+    """The seed's Gaussian noise of `shape`, drawn as the pipeline draws it, or the one tensor
+    `latents` of the file `latents`, which must have that shape (`what` starts from it)."""
+    if latents is None:
+        return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
     from pytyr.safetensors import SafeTensorsFile
 
-    with SafeTensorsFile(opts.latents) as f:
+    with SafeTensorsFile(latents) as f:
         names = list(f.names())
         if names != ["latents"]:
-            raise ConfigError(f"{opts.latents}: one tensor named 'latents' is needed, found "
+            raise ConfigError(f"{latents}: one tensor named 'latents' is needed, found "
                               f"{', '.join(names) or 'none'}")
-        latents = f.tensor("latents").clone()
-    if tuple(latents.shape) != shape or not latents.is_floating_point():
-        raise ConfigError(f"{opts.latents}: 'latents' is {latents.dtype} {list(latents.shape)}; "
-                          f"a {opts.width}×{opts.height} image starts from float {list(shape)}")
-    return latents.to(torch.float32)
+        tensor = f.tensor("latents").clone()
+    if tuple(tensor.shape) != shape or not tensor.is_floating_point():
+        raise ConfigError(f"{latents}: 'latents' is {tensor.dtype} {list(tensor.shape)}; "
+                          f"{what} starts from float {list(shape)}")
+    return tensor.to(torch.float32)
 
 
 def _features(text: Component, prompts: PromptEncoder, prompt: str, length: int) -> torch.Tensor:
@@ -156,10 +164,7 @@ def _denoise(dit: Component, schedule: FlowSchedule, noise: torch.Tensor, feats:
     """Euler steps along the (guided) velocity; the latents `[1, c, h, w]` at sigma 0."""
     _, c, h, w = noise.shape
     latents = noise.reshape(1, c, h * w).permute(0, 2, 1)  # tokens in row-major order
-    img_ids = torch.cartesian_prod(torch.arange(1), torch.arange(h), torch.arange(w),
-                                   torch.arange(1)).to(torch.float32)
-    txt_ids = torch.cartesian_prod(torch.arange(1), torch.arange(1), torch.arange(1),
-                                   torch.arange(feats.shape[1])).to(torch.float32)
+    img_ids, txt_ids = image_ids(h, w), text_ids(feats.shape[1])
     sigmas = schedule.sigmas(opts.steps, h * w)
     timesteps = sigmas[:-1] * schedule.num_train_timesteps
     for i in progress(opts.steps):
