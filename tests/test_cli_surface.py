@@ -22,7 +22,8 @@ EXAMPLES = {cfg.parent.relative_to(ROOT / "examples").as_posix():
             for cfg in sorted((ROOT / "examples").rglob("config.json"))}
 MODEL = {"gpt": "gpt", "mlp": "mlp", "diffusion": "diffusion", "flux": "flux",
          "nanochat": "nanochat", "bert": "bert", "llama": "llama", "gpt2": "gpt2",
-         "moe": "qwen3MoeTrain", "flux2": "vaeDecode", "flux2/transformer": "flux2Velocity"}
+         "moe": "qwen3MoeTrain", "flux2": "vaeDecode", "flux2/transformer": "flux2Velocity",
+         "flux2/digits": "digits"}
 # What a model's graph needs beyond its config (BERT's, Llama's and GPT-2's batch and length
 # are the models' own binders, which `tyr graph` takes from --set).
 DIMS = {"bert": ["--set", "model.b=1", "--set", "model.t=8"],

@@ -48,7 +48,8 @@ from pytyr.train.threads import threads_kept
 def graph_values(source: ModelSource, model: str, raw: dict[str, Any], where: str
                  ) -> dict[str, Any]:
     """The model's values for `tyr graph`: the config's `model` table, plus the dims its
-    task's feeds determine (as `tyr train` would instantiate it on one process)."""
+    task's feeds determine and the bounds of its inputs the config alone decides (a prompt
+    vocabulary's size; as `tyr train` would instantiate it on one process)."""
     cfg = load_run_config(raw, where)
     if not cfg.task:
         return dict(cfg.model)
@@ -57,8 +58,9 @@ def graph_values(source: ModelSource, model: str, raw: dict[str, Any], where: st
     micro, accum = cfg.train.accumulation(1, where)
     task = cls(task_options(cls, cfg.task, where),
                TaskContext(micro, cfg.train.seed, accum=accum))
-    return fill_dims(source.declaration(model), cfg.model, task.feeds(), task.sizes(),
-                     task.name, partial=True)
+    decl = source.declaration(model)
+    values = fill_dims(decl, cfg.model, task.feeds(), task.sizes(), task.name, partial=True)
+    return fill_config_fields(decl, values, task.feeds(), [], task.sizes())[0]
 
 
 @dataclasses.dataclass
