@@ -178,9 +178,7 @@ class ImageFlow(Task):
         n = self.classes * options.per_class
         model = factory(options.model, self._feeds(options),
                         {**self.sizes(), **self.data_sizes(), "batch": n})
-        trained = options.model is None
-
-        cond = self.conditioning
+        trained, cond = options.model is None, self.conditioning
 
         def velocity(x: torch.Tensor, t: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
             batch = cond.inputs(x, t, labels)
