@@ -106,6 +106,29 @@ def test_the_image_is_a_guided_euler_step_of_the_runs_velocity(run, tmp_path):
     assert np.abs(_pixels(out)[::16, ::16] - want).max() <= 1
 
 
+def test_a_training_batch_is_the_prompt_and_the_image_packed():
+    # What training feeds is what generate feeds: the prompt's characters, the image packed
+    # by diffusers' functions (x_t - t · target is x0, packed), the null label the empty prompt.
+    from pytyr.train.task import StepRNG, TaskContext
+    from pytyr.train.tasks import task_class, task_options
+
+    table = {"name": "image_flow", "condition": "prompt"}
+    cls = task_class(table, "t")
+    task = cls(task_options(cls, table, "t"), TaskContext(3, 5))
+    x0 = torch.randn(3, 1, 8, 8, generator=torch.Generator().manual_seed(1))
+    batch = task.step_inputs({"x0": x0, "labels": torch.tensor([7, 0, -1])}, StepRNG(5, 0),
+                             drop=False)
+    for row, prompt in enumerate(("the digit 7", "the digit 0", "")):
+        want = _inputs(prompt, x0[row:row + 1])
+        for key in ("input_ids", "attention_mask"):
+            assert torch.equal(batch[key][row], want[key][0]), (key, prompt)
+    assert torch.equal(batch["img_ids"], want["img_ids"])
+    assert torch.equal(batch["txt_ids"], want["txt_ids"])
+    t = batch["timestep"].reshape(3, 1, 1)
+    packed = torch.cat([_inputs("", x0[r:r + 1])["hidden_states"] for r in range(3)])
+    assert torch.allclose(batch["hidden_states"] - t * batch["target"], packed, atol=1e-6)
+
+
 @settings(max_examples=25, deadline=None)
 @given(c=st.integers(1, 3), h=st.integers(1, 6), w=st.integers(1, 6))
 def test_packing_is_the_pipelines(c, h, w):
