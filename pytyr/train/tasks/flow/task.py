@@ -1,5 +1,4 @@
-"""`image_flow`: class- or prompt-conditional rectified flow on small real images, a task of
-the engine.
+"""`image_flow`: rectified flow on small real images under a class or a prompt, an engine task.
 
     {"task": {"name": "image_flow", "data": "digits", "label_dropout": 0.1}}
     {"task": {"name": "image_flow", "condition": "prompt", "prompt": "the digit {}"}}
