@@ -93,3 +93,24 @@ def test_latents_of_another_name_or_shape_are_one_line(pipes, tmp_path, capsys, 
                "-o", str(tmp_path / "x.png")])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 1 and len(err) == 1 and said in err[0], err
+
+
+def test_every_models_parameters_are_the_checkpoints_mapped_tensors(pipes, tmp_path,
+                                                                     monkeypatch):
+    # the three models hold the folders' tensors themselves (views of the files' maps): no
+    # model's weights are copied, whatever its shapes
+    from pytyr.generate.flux2 import Component
+
+    seen = {}
+    call = Component.__call__
+
+    def spy(self, **inputs):
+        out = call(self, **inputs)
+        ptrs = {t.data_ptr() for t in self.tensors.values()}
+        params = [p for f in self.run._forwards.values() for p in f.module.parameters()]
+        seen[self.folder.name] = bool(params) and all(p.data_ptr() in ptrs for p in params)
+        return out
+
+    monkeypatch.setattr(Component, "__call__", spy)
+    _tyr(pipes[False], tmp_path, "the digit seven", 4.0)
+    assert seen == {"text_encoder": True, "transformer": True, "vae": True}
