@@ -14,6 +14,7 @@ from torch import nn
 
 from pytyr.config import load_dataclass
 from pytyr.data.batches import RandomBatches
+from pytyr.digest import stamped
 from pytyr.errors import ConfigError
 from pytyr.train.engine import Engine
 from pytyr.train.settings import TrainConfig, lr_multiplier
@@ -220,6 +221,21 @@ def test_resume_errors(tmp_path):
     with pytest.raises(ConfigError, match="lr_decay_iters: checkpoint 7, now 30"):
         _train(fresh, tmp_path / "short", resume=True, lr_decay_iters=None)
     assert all(torch.equal(a, b) for a, b in zip(before, fresh.parameters()))  # untouched
+    with pytest.raises(ConfigError, match="warmup_form: checkpoint 'nanogpt', now 'nanochat'"):
+        _train(fresh, tmp_path, resume=True, warmup_form="nanochat")
+
+
+def test_a_checkpoint_older_than_a_setting_resumes_with_its_default(tmp_path):
+    # state.json as written before train.warmup_form: the default was in force then
+    _train(BigramLM(), tmp_path, max_iters=7)
+    path = tmp_path / "ckpt" / "state.json"
+    state = json.loads(path.read_text())
+    del state["config"]["warmup_form"]
+    path.write_text(json.dumps(stamped(state), indent=1))
+    with pytest.raises(ConfigError, match="warmup_form: checkpoint 'nanogpt', now 'nanochat'"):
+        _train(BigramLM(), tmp_path, resume=True, warmup_form="nanochat")
+    hist = _train(BigramLM(), tmp_path, resume=True)
+    assert [s["step"] for s in hist["steps"]] == list(range(1, 31))
 
 
 def test_accumulation_follows_the_full_batch(tmp_path):

@@ -17,7 +17,7 @@ from pytyr.errors import ConfigError
 from pytyr.train.muon import Muon
 from pytyr.train.optim import make_optimizers, schedule_muon
 from pytyr.train.orthogonalize import polar_express
-from pytyr.train.settings import TrainConfig, muon_momentum, muon_weight_decay
+from pytyr.train.settings import TrainConfig, lr_multiplier, muon_momentum, muon_weight_decay
 
 COEFFS = [(8.156554524902461, -22.48329292557795, 15.878769915207462),
           (4.042929935166739, -2.808917465908714, 0.5000178451051316),
@@ -125,6 +125,35 @@ def test_the_schedules_are_nanochat_s():
     flat = _cfg(momentum_start=None, momentum_end=None, weight_decay_schedule="constant")
     assert {muon_momentum(it, flat) for it in range(0, 1000, 50)} == {0.97}
     assert {muon_weight_decay(it, flat) for it in range(0, 1000, 50)} == {0.28}
+
+
+@pytest.mark.parametrize("iters,warmup,warmdown", [(1000, 40, 0.65), (40, 4, 0.65),
+                                                    (7, 3, 0.5)])
+def test_the_lr_schedule_is_nanochat_s(iters, warmup, warmdown):
+    # get_lr_multiplier of karpathy/nanochat's scripts/base_train.py (warmup_steps 40,
+    # warmdown_ratio 0.65, final_lr_frac 0.05 by default), as it is there
+    warmdown_iters = round(warmdown * iters)
+
+    def nanochat(it):
+        if it < warmup:
+            return (it + 1) / warmup
+        if it <= iters - warmdown_iters:
+            return 1.0
+        progress = (iters - it) / warmdown_iters
+        return progress * 1.0 + (1 - progress) * 0.05
+
+    table = {"lr": 1.0, "min_lr": 0.05, "max_iters": iters, "warmup_iters": warmup,
+             "schedule": "linear", "warmdown_iters": warmdown_iters}
+    cfg = load_dataclass(TrainConfig, {**table, "warmup_form": "nanochat"}, "c", "train.")
+    for it in range(iters + 1):
+        assert lr_multiplier(it, cfg) == pytest.approx(nanochat(it), abs=1e-12), it
+    # nanoGPT's warmup, the default, is below nanochat's on every warmup step, equal after
+    gpt = load_dataclass(TrainConfig, table, "c", "train.")
+    assert gpt.warmup_form == "nanogpt"
+    assert all(lr_multiplier(it, gpt) < nanochat(it) for it in range(warmup))
+    assert all(lr_multiplier(it, gpt) == lr_multiplier(it, cfg) for it in range(warmup, iters))
+    with pytest.raises(ConfigError, match="train.warmup_form"):
+        load_dataclass(TrainConfig, {**table, "warmup_form": "nanoChat"}, "c", "train.")
 
 
 def test_nanochat_s_adamw_groups_and_the_schedule_reach_the_optimizers():

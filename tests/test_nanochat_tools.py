@@ -136,9 +136,11 @@ def test_the_configs_carry_nanochat_s_optimizer_settings(tmp_path):
     bad = tmp_path / "c.json"
     cfg = json.loads(Path(configs[0]).read_text())
     cfg["train"]["muon"]["groups"][0]["lr"] = 0.004
+    del cfg["train"]["warmup_form"]  # nanoGPT's warmup, not nanochat's
     bad.write_text(json.dumps(cfg))
     res = subprocess.run([*hparams, "--check", str(bad)], capture_output=True, text=True,
                          timeout=120)
     assert res.returncode == 1 and "train.muon differs from nanochat's" in res.stdout
+    assert "train.warmup_form is not 'nanochat'" in res.stdout
     assert subprocess.run([*hparams, str(bad)], capture_output=True, timeout=120).returncode == 0
     assert bad.read_text() == Path(configs[0]).read_text()

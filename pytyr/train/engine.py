@@ -160,8 +160,9 @@ class Engine:
                               f"resume with {saved_world} (torchrun "
                               f"--nproc_per_node={saved_world})")
         saved, now = state["config"], trajectory(self.cfg)
-        diff = [f"{k}: checkpoint {saved.get(k)!r}, now {now[k]!r}"
-                for k in now if _jsonable(saved.get(k)) != _jsonable(now[k])]
+        was = {**trajectory(TrainConfig()), **saved}  # a key newer than it: its default then
+        diff = [f"{k}: checkpoint {was[k]!r}, now {now[k]!r}"
+                for k in now if _jsonable(was[k]) != _jsonable(now[k])]
         diff += [f"{k}: checkpoint {a!r}, now {b!r}" for k, a, b in _changes(
             {k: saved[k] for k in self.fixed if k in saved},  # older checkpoints lack them
             {k: v for k, v in _jsonable(self.fixed).items() if k in saved})]

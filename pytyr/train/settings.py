@@ -93,6 +93,9 @@ class TrainConfig:
     lr: float = setting(1e-3, gt=0, doc="peak learning rate (AdamW)")
     min_lr: float = setting(0.0, ge=0, doc="the rate the decay ends at")
     warmup_iters: int = setting(0, ge=0, doc="steps of linear warmup")
+    warmup_form: Literal["nanogpt", "nanochat"] = setting(
+        "nanogpt", doc="the warmup's rate at 0-based step s: nanogpt (s+1)/(warmup_iters+1), "
+        "nanochat (s+1)/warmup_iters (the peak on the warmup's last step)")
     lr_decay_iters: int | None = setting(None, gt=0, doc="end of the decay (default max_iters)")
     schedule: Literal["cosine", "linear", "constant"] = setting(
         "cosine", doc="decay from lr to min_lr after the warmup")
@@ -161,8 +164,8 @@ class TrainConfig:
 
     # Fields that decide the trajectory: a resumed run must have the same values.
     TRAJECTORY = ("batch", "micro_batch", "optimizer", "lr", "min_lr", "warmup_iters",
-                  "lr_decay_iters", "schedule", "warmdown_iters", "weight_decay", "beta1",
-                  "beta2", "eps", "grad_clip", "muon", "eval_iters", "seed", "precision")
+                  "warmup_form", "lr_decay_iters", "schedule", "warmdown_iters", "weight_decay",
+                  "beta1", "beta2", "eps", "grad_clip", "muon", "eval_iters", "seed", "precision")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,9 +202,12 @@ def lr_multiplier(step: int, cfg: TrainConfig) -> float:
     """The rate of 0-based `step` over the peak rate: linear warmup over `warmup_iters`, then
     the `schedule` down to `min_lr` at the decay's end, then `min_lr` (nanoGPT's `get_lr`).
     With `warmdown_iters` the decay takes only the last that many steps before its end and
-    the rate stays at the peak until then (nanochat: linear, 0.05 × lr at the end)."""
+    the rate stays at the peak until then (nanochat: linear, 0.05 × lr at the end).
+    `warmup_form` picks whose warmup: nanoGPT's never reaches the peak inside the warmup,
+    nanochat's (`base_train.py`'s get_lr_multiplier) does on its last step."""
     if step < cfg.warmup_iters:
-        return (step + 1) / (cfg.warmup_iters + 1)
+        extra = 1 if cfg.warmup_form == "nanogpt" else 0
+        return (step + 1) / (cfg.warmup_iters + extra)
     end = cfg.decay_iters
     if step > end or cfg.schedule == "constant":
         return 1.0 if cfg.schedule == "constant" else cfg.min_lr / cfg.lr

@@ -1,5 +1,6 @@
 """nanochat's optimizer settings for a NanoChat.lean run config, as its `base_train.py` and
-`GPT.setup_optimizer` derive them today, written into the config's `train.muon` table.
+`GPT.setup_optimizer` derive them today, written into the config's `train.muon` table (and
+`train.warmup_form`).
 
     .venv/bin/python scripts/nanochat/hparams.py examples/nanochat/config.json [--check]
 
@@ -11,7 +12,8 @@ Muon weight decay 0.28) for the config's width `d`, its tokens per step `B`
 - every rate but the smear group's × `√(B / 2¹⁹)` (nanochat's batch-size scaling);
 - Muon's weight decay `0.28 · √(B / 2¹⁹) · D_ref / D`, `D = 12 N` tokens and `D_ref` the same
   for nanochat's reference depth 12 (width 768, vocabulary 32768);
-- the betas and decays of each AdamW group, and Muon's momentum schedule, as nanochat's.
+- the betas and decays of each AdamW group, and Muon's momentum schedule, as nanochat's;
+- the lr warmup's form, `train.warmup_form = "nanochat"`: (step + 1) / warmup_iters.
 
 `--check` writes nothing and fails (exit 1) when the file's values differ.
 """
@@ -25,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 LEAN = ROOT / "examples" / "nanochat" / "NanoChat.lean"
 B_REF, RATIO = 2 ** 19, 12
+WARMUP_FORM = "nanochat"  # base_train.py's get_lr_multiplier: (it + 1) / warmup_iters
 D12 = {"vocab": 32768, "pad_vocab_to": 64, "block": 2048, "depth": 12, "aspect_ratio": 64,
        "head_dim": 128, "n_kv_head": 6, "window": 768, "rope_base": 100000.0,
        "qk_scale": 1.2, "softcap": 15.0, "extras": 1}
@@ -73,6 +76,15 @@ def muon_table(cfg: dict) -> dict:
                   0.0)]}
 
 
+def with_warmup_form(train: dict) -> dict:
+    """`train` with nanochat's warmup form, the key placed after `warmup_iters`."""
+    out = {k: v for k, v in train.items() if k != "warmup_form"}
+    keys = list(out)
+    at = keys.index("warmup_iters") + 1 if "warmup_iters" in keys else len(keys)
+    items = list(out.items())
+    return dict(items[:at] + [("warmup_form", WARMUP_FORM)] + items[at:])
+
+
 def dump(v: object, indent: int = 0, key: int = 0) -> str:
     """JSON as the configs are written: a table on one line where it fits in 98 columns,
     else its scalar entries packed on lines and its larger ones below them."""
@@ -111,7 +123,11 @@ def main(argv: list[str]) -> int:
             if cfg["train"].get("muon") != table:
                 print(f"{p}: train.muon differs from nanochat's: {json.dumps(table)}")
                 bad = 1
+            if cfg["train"].get("warmup_form") != WARMUP_FORM:
+                print(f"{p}: train.warmup_form is not {WARMUP_FORM!r}, nanochat's warmup")
+                bad = 1
             continue
+        cfg["train"] = with_warmup_form(cfg["train"])
         cfg["train"]["muon"] = table
         p.write_text(dump(cfg) + "\n")
         print(f"{p}: muon lr {table['lr']}, weight decay {table['weight_decay']}")
