@@ -70,6 +70,25 @@ def test_prepare_reports_null_rows(shards, capsys):
     assert all("sha256" in s for s in meta["train"] + meta["val"])
 
 
+@pytest.mark.parametrize("bos_aligned", [False, True])
+def test_the_epoch_is_counted_in_optimizer_steps_on_any_split(shards, bos_aligned):
+    # 8 rows of 16 tokens a step: one process, two, micro-batches of each; one figure
+    meta = json.loads((shards / "meta.json").read_text())
+    lines = set()
+    for micro, world, accum in [(8, 1, 1), (4, 1, 2), (4, 2, 1), (2, 2, 2), (1, 2, 4)]:
+        for rank in range(world):
+            task = make_task({"name": "shard_lm", "data": str(shards), "seq": 16,
+                              "bos_aligned": bos_aligned},
+                             TaskContext(micro, 0, rank, world, accum=accum), "c")
+            lines.add(task.prepare().rsplit(", ", 1)[1])
+    assert len(lines) == 1, lines
+    steps = float(lines.pop().split()[0])
+    if bos_aligned:
+        assert steps == round(task.train.rows_total / 8, 1)
+    else:
+        assert steps == round(meta["train_tokens"] / (8 * 16), 1)
+
+
 def test_a_lean_lm_trains_on_the_shards_and_samples(shards, tmp_path, capsys):
     assert _train(tmp_path / "run", shards) == 0
     out = capsys.readouterr().out

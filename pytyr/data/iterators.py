@@ -196,6 +196,14 @@ class SequentialBatchIterator:
         step rows BOS-aligned, and steps cross the wrap)."""
         return self.steps_per_epoch
 
+    @property
+    def optimizer_steps_per_epoch(self) -> float:
+        """One pass in optimizer steps of `batch × world × accum` rows: the same however
+        those rows are split into processes and micro-batches (a step here is one
+        micro-batch of every process)."""
+        rows = self._global[0]
+        return self.tokens / (rows * self.seq) if self._rows is None else self.rows_total / rows
+
     def batch_at(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Batch `step`: (x, y), int64 [batch, seq]."""
         k = step if self.loop else step % self.steps_per_epoch

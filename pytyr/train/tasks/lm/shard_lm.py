@@ -112,8 +112,8 @@ class ShardLM(LanguageModelTask):
                                 f"`tyr data prepare`")
             verify_sha256(tok, self.meta["tokenizer_sha256"], "tyr data prepare")
             self.tokenizer = load_tokenizer(tok, bos=None)  # the BOS is meta.json's bos_id
-        epoch = (f"{self.train.tokens / self.train.step_tokens:.1f} steps per epoch"
-                 if bos is None else f"{len(self.train)} BOS-aligned steps per epoch")
+        epoch = (f"{self.train.optimizer_steps_per_epoch:.1f} "
+                 f"{'' if bos is None else 'BOS-aligned '}optimizer steps per epoch")
         return (f"shards {root}: {self.train.tokens:,} train and {self.val.tokens:,} val "
                 f"tokens, vocab {vocab}, {epoch}")
 
