@@ -117,7 +117,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
     refuse_unread(args.set, "graph", ("model", "task", "train"))
     source = _source(args)
     cfg, where = _config(args, required=False)
-    graph = source.graph(args.model, graph_values(source, args.model, cfg, where))
+    graph = source.graph(args.model, graph_values(source, args.model, cfg, where, data=True))
     if args.explain:
         from .exec.kernels import explain_text
 
@@ -236,7 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = _sub(sub, "graph", "instantiate a model and print its graph IR",
              "Instantiate a @[model] with the config's values (dims the config's task feeds are "
-             "filled in) and print or write its validated graph IR.",
+             "filled in, and fields only its data decides, c.vocab from the corpus, read from "
+             "the data as tyr train does when the config leaves them out) and print or write "
+             "its validated graph IR.",
              "  tyr graph examples/mlp/MLP.lean --model mlp\n"
              "  tyr graph examples/gpt/GPT.lean --model gpt --set model.c.n_layer=2 -o g.json\n"
              "  tyr graph examples/gpt/GPT.lean --model gpt --explain --device cuda")

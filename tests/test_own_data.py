@@ -108,6 +108,36 @@ def test_a_lean_lm_trains_on_the_shards_and_samples(shards, tmp_path, capsys):
         [s["loss"] for s in metrics["history"]["steps"]]
 
 
+def test_tyr_graph_takes_the_vocabulary_from_the_data_as_tyr_train(shards, tmp_path, capsys):
+    # the README's own-data config leaves c.vocab to the data: tyr graph reads it there too
+    out = tmp_path / "g.json"
+    graph = ["graph", GPT, "--model", "gpt", "--config", "examples/gpt/shards.json",
+             "--set", "task.seq=16", "--set", "model.c.block=16", "-o", str(out)]
+    assert main([*graph, "--set", f"task.data={shards}"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["inputs"][0]["bound"] == _vocab(shards)
+    assert {p["path"]: p["shape"] for p in doc["params"]}["wte"][0] == _vocab(shards)
+    capsys.readouterr()
+    # data it cannot read is one line naming it, no graph written
+    out.unlink()
+    assert main([*graph, "--set", f"task.data={tmp_path / 'none'}"]) == 1
+    assert capsys.readouterr().err.strip() == f"tyr graph: {tmp_path / 'none'}: shard " \
+                                              f"directory not found"
+    assert not out.exists()
+    # a vocabulary the config gives: the data is not read at all
+    assert main([*graph, "--set", f"task.data={tmp_path / 'none'}",
+                 "--set", "model.c.vocab=500"]) == 0
+    assert json.loads(out.read_text())["inputs"][0]["bound"] == 500
+    # tyr shapes takes its numbers the same way (the editor's hover never reads the data)
+    cfg = json.loads(Path("examples/gpt/shards.json").read_text())
+    cfg["task"].update(data=str(shards), seq=16)
+    (tmp_path / "run.json").write_text(json.dumps(cfg))
+    capsys.readouterr()
+    assert main(["shapes", GPT, "--config", str(tmp_path / "run.json"), "--line", "104"]) == 0
+    assert f"idx : IT #[b, t] c.vocab   [config: IT #[8, 16] {_vocab(shards)}]" in \
+        capsys.readouterr().out
+
+
 def test_the_model_must_fit_the_data_vocabulary(shards, tmp_path, capsys):
     assert _train(tmp_path / "run", shards, "--set", "model.c.vocab=75") == 1
     err = capsys.readouterr().err

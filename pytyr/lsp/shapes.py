@@ -29,7 +29,7 @@ def shapes(file: str, config: str | None = None, line: int | None = None
     if line is not None and not 1 <= line <= n_lines:
         raise ConfigError(f"{path}: --line {line} is out of range (the file has {n_lines} "
                           f"lines)")
-    values = model_values(a.prog, path, cfg) if a.prog is not None else Values()
+    values = model_values(a.prog, path, cfg, data=True) if a.prog is not None else Values()
     if config and values.problem:
         raise ConfigError(values.problem)
     look = Lookup(a, values)

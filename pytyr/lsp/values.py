@@ -73,14 +73,17 @@ _CACHE: dict[tuple, Values] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def model_values(prog: Program, file: Path, config: Path | None) -> Values:
-    """The values of every `@[model]` of `prog` under `config` (None: no config)."""
+def model_values(prog: Program, file: Path, config: Path | None, *, data: bool = False
+                 ) -> Values:
+    """The values of every `@[model]` of `prog` under `config` (None: no config); with
+    `data` (`tyr shapes`, not the editor), those only the task's data decides read from it,
+    as `tyr graph` does."""
     if config is None:
         return Values()
     models = sorted(prog.models().items())
     try:
         st = config.stat()
-        key = (str(config.resolve()), st.st_mtime_ns, st.st_size,
+        key = (str(config.resolve()), st.st_mtime_ns, st.st_size, data,
                tuple((n, repr(i.params)) for n, i in models))
     except OSError:
         key = None
@@ -89,7 +92,7 @@ def model_values(prog: Program, file: Path, config: Path | None) -> Values:
             hit = _CACHE.get(key)
         if hit is not None:
             return hit
-    out = _compute(prog, config, models)
+    out = _compute(prog, config, models, data)
     if key is not None:
         with _CACHE_LOCK:
             if len(_CACHE) > 64:
@@ -98,7 +101,8 @@ def model_values(prog: Program, file: Path, config: Path | None) -> Values:
     return out
 
 
-def _compute(prog: Program, config: Path, models: list[tuple[str, DefInfo]]) -> Values:
+def _compute(prog: Program, config: Path, models: list[tuple[str, DefInfo]], data: bool
+             ) -> Values:
     from ..train.run import graph_values  # loads the task registry (torch): on first use
 
     out = Values(config)
@@ -109,9 +113,11 @@ def _compute(prog: Program, config: Path, models: list[tuple[str, DefInfo]]) -> 
     except TyrError as err:
         out.problem = str(err)
         return out
+    memo: dict[str, Any] = {}  # the data read once for every model
     for name, _ in models:
         try:
-            vals = graph_values(_Declarations(prog), name, raw, str(config))
+            vals = graph_values(_Declarations(prog), name, raw, str(config), data=data,
+                                memo=memo)
         except TyrError as err:
             out.problem = out.problem or str(err).splitlines()[0]
             continue

@@ -45,11 +45,15 @@ from pytyr.train.tasks import (
 from pytyr.train.threads import threads_kept
 
 
-def graph_values(source: ModelSource, model: str, raw: dict[str, Any], where: str
-                 ) -> dict[str, Any]:
+def graph_values(source: ModelSource, model: str, raw: dict[str, Any], where: str, *,
+                 data: bool = False, memo: dict[str, Any] | None = None) -> dict[str, Any]:
     """The model's values for `tyr graph`: the config's `model` table, plus the dims its
     task's feeds determine and the bounds of its inputs the config alone decides (a prompt
-    vocabulary's size; as `tyr train` would instantiate it on one process)."""
+    vocabulary's size; as `tyr train` would instantiate it on one process). With `data`, the
+    config fields that only the data decides (`c.vocab` from the corpus) and the config leaves
+    out are read from the task's data, as `tyr train` does; the data is prepared only then
+    (the editor's values, without `data`, never read it), and once per `memo` over calls for
+    the models of one config."""
     cfg = load_run_config(raw, where)
     if not cfg.task:
         return dict(cfg.model)
@@ -57,10 +61,18 @@ def graph_values(source: ModelSource, model: str, raw: dict[str, Any], where: st
     sample_options(cls, cfg.sample, where)  # checked as `tyr train` would, though unused here
     micro, accum = cfg.train.accumulation(1, where)
     task = cls(task_options(cls, cfg.task, where),
-               TaskContext(micro, cfg.train.seed, accum=accum))
+               TaskContext(micro, cfg.train.seed, source=where, accum=accum))
     decl = source.declaration(model)
     values = fill_dims(decl, cfg.model, task.feeds(), task.sizes(), task.name, partial=True)
-    return fill_config_fields(decl, values, task.feeds(), [], task.sizes())[0]
+    values, waiting = fill_config_fields(decl, values, task.feeds(), task.expects(),
+                                         task.sizes())
+    if not (data and waiting):
+        return values
+    memo = {} if memo is None else memo
+    if "sizes" not in memo:
+        task.prepare()
+        memo["sizes"] = {**task.sizes(), **task.data_sizes()}
+    return fill_config_fields(decl, values, task.feeds(), task.expects(), memo["sizes"])[0]
 
 
 @dataclasses.dataclass
