@@ -130,6 +130,31 @@ def test_auto_classes_load_the_export_and_generate_tyr_sample_s_greedy_text(
         assert len(set("".join(texts))) >= 4, texts
 
 
+def test_generate_stops_at_the_context_and_the_export_says_so(run, tmp_path, capsys,
+                                                              monkeypatch):
+    # GPT-2's positions are a table of block (16) rows: transformers' generate has no word
+    # for running past it but an IndexError; the export's generation_config stops it there
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    out = tmp_path / "hf"
+    capsys.readouterr()
+    assert main(["export", "--format", "hf", str(run), str(out)]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said[0] == (f"note: {out}: the model has 16 positions (config.json n_positions): "
+                       f"generation_config.json's max_length 16 stops generate there, the "
+                       f"prompt included; a longer max_length or max_new_tokens feeds it "
+                       f"positions it has not got, and transformers fails (IndexError)")
+    assert json.loads((out / "config.json").read_text())["n_positions"] == 16
+    assert json.loads((out / "generation_config.json").read_text())["max_length"] == 16
+    tok = transformers.AutoTokenizer.from_pretrained(out)
+    model = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    enc = tok("ROMEO:", return_tensors="pt")
+    assert model.generation_config.max_length == 16
+    for kw in ({}, {"do_sample": False}):  # as written (sampling), and greedy
+        assert model.generate(**enc, **kw).shape == (1, 16)  # the context, not 20 new tokens
+    with pytest.raises(IndexError):  # what the note warns of: transformers' own failure
+        model.generate(**enc, do_sample=False, max_new_tokens=12)  # feeds position 16
+
+
 def test_the_tokenizer_maps_characters_as_tyr_does(run, capsys):
     from pytyr.data import shakespeare
 
@@ -149,7 +174,7 @@ def test_the_tokenizer_maps_characters_as_tyr_does(run, capsys):
     config = transformers.AutoConfig.from_pretrained(out)
     assert config.bos_token_id is None and config.eos_token_id is None
     gen = json.loads((out / "generation_config.json").read_text())
-    assert gen == {"do_sample": True, "temperature": 0.8, "top_k": 200}
+    assert gen == {"do_sample": True, "temperature": 0.8, "top_k": 200, "max_length": 16}
 
 
 def test_a_run_with_no_transformers_class_is_refused_in_one_line(tmp_path, capsys):

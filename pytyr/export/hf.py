@@ -17,6 +17,7 @@ against the vocabulary) before anything is written.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,12 +65,21 @@ def _architecture(weights: dict[str, Any], run_dir: Path) -> str:
                       f"class maps them")
 
 
+def _position_limit(arch: str, family: Any, positions: int) -> int | None:
+    """The context of a model whose positions are a learned table (GPT-2's `wpe`): past it
+    transformers' `generate` ends in an IndexError. None for rotary models."""
+    return positions if arch == "gpt2" or (arch == "family" and family[0].name == "gpt2") \
+        else None
+
+
 def export_hf(run_dir: Path, out: Output, arch: str | None = None,
-              checkpoint: str = "best", task_module: str | None = None) -> Path:
+              checkpoint: str = "best", task_module: str | None = None,
+              say: Callable[[str], None] = print) -> Path:
     """Write the directory (module doc) into `out` (checked: `output.Output`, written whole)
     for the run in `run_dir`, with the weights of its
     `checkpoint` (`best` or `last`, `run.checkpoint_dir`); `arch` None reads it from them;
-    `task_module`: the user's `--set task.module` (`tasks.recorded_task_class`)."""
+    `task_module`: the user's `--set task.module` (`tasks.recorded_task_class`). A model
+    with a learned position table stops `generate` at its context, and `say`s so."""
     from pytyr.export.hf_family import family_config, family_of_run, family_sizes
     from pytyr.export.hf_gpt2 import gpt2_config, gpt2_tensors
     from pytyr.export.hf_nanochat import nanochat_config, nanochat_tensors
@@ -96,8 +106,10 @@ def export_hf(run_dir: Path, out: Output, arch: str | None = None,
     if tok.vocab_size > sizes["vocab"]:
         raise ConfigError(f"{run_dir}: the tokenizer has {tok.vocab_size} tokens, more than the "
                           f"model's vocabulary of {sizes['vocab']}")
+    limit = _position_limit(arch, family, sizes["positions"])
     with out.writing(source=f"{Path(run_dir).resolve()} ({checkpoint})") as stage:
-        ids = write_tokenizer_files(stage, tok, prefix, sample, sizes["positions"])
+        ids = write_tokenizer_files(stage, tok, prefix, sample, sizes["positions"],
+                                    stop_at=limit)
         if arch == "family":
             config = family_config(*family, run["values"], f"{run_dir}/run.json", ids)
         elif arch == "gpt2":
@@ -106,4 +118,9 @@ def export_hf(run_dir: Path, out: Output, arch: str | None = None,
             config = nanochat_config(sizes, ids)
         stage.write_tensors("model.safetensors", tensors, {"format": "pt"})
         stage.write_text("config.json", json.dumps(config, indent=2) + "\n")
+    if limit is not None:
+        say(f"note: {out.shown}: the model has {limit} positions (config.json n_positions): "
+            f"generation_config.json's max_length {limit} stops generate there, the prompt "
+            f"included; a longer max_length or max_new_tokens feeds it positions it has not "
+            f"got, and transformers fails (IndexError)")
     return Path(out.shown)

@@ -7,7 +7,9 @@
     tokenizer_config.json    `PreTrainedTokenizerFast`, the BOS by name, no clean-up of spaces
     special_tokens_map.json  the BOS by name (empty without one)
     generation_config.json   the BOS id and the run's `sample` table: greedy at temperature
-                             0, else sampling with its temperature and top-k
+                             0, else sampling with its temperature and top-k; for a model
+                             with a table of learned positions (GPT-2's), `max_length` its
+                             context, where `generate` must stop
 
 The text a run samples from starts with the BOS when the run's task puts one before every
 prompt (`shard_lm`, `bpb_lm`): the exported `tokenizer.json` then has a post-processor that
@@ -57,9 +59,11 @@ def hf_tokenizer(tok: Any, prefix: int | None) -> Any:
 
 
 def write_tokenizer_files(out: Any, tok: Any, prefix: int | None, sample: Any,
-                          max_length: int) -> dict[str, int | None]:
-    """Write the four files into `out` (an `output.Stage`; module doc); return the special ids for the model's
-    config (`bos_token_id`, `eos_token_id`, `pad_token_id`)."""
+                          max_length: int, *, stop_at: int | None = None
+                          ) -> dict[str, int | None]:
+    """Write the four files into `out` (an `output.Stage`; module doc); return the special
+    ids for the model's config (`bos_token_id`, `eos_token_id`, `pad_token_id`). `stop_at`:
+    the tokens, prompt included, past which the model cannot go (`generate`'s max_length)."""
     hf = hf_tokenizer(tok, prefix)
     bos = hf.id_to_token(prefix) if prefix is not None else None
     out.write_text("tokenizer.json", hf.to_str(pretty=True))
@@ -71,6 +75,8 @@ def write_tokenizer_files(out: Any, tok: Any, prefix: int | None, sample: Any,
     out.write_text("special_tokens_map.json", json.dumps(specials, indent=2) + "\n")
     ids = {"bos_token_id": prefix, "eos_token_id": None, "pad_token_id": None}
     gen: dict[str, Any] = {k: v for k, v in ids.items() if v is not None}
+    if stop_at is not None:
+        gen["max_length"] = stop_at
     if sample is not None:
         gen["do_sample"] = sample.temperature > 0
         if sample.temperature > 0:
