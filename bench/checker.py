@@ -196,12 +196,16 @@ def time_cold_cli(path: Path, runs: int) -> dict[str, Any]:
     return {"file": _rel(path), **summarize(samples)}
 
 
-def run(*, quick: bool = False, iters: int | None = None, cold_runs: int | None = None) -> dict[str, Any]:
-    """Time the checker; `iters` overrides the iteration counts (the smoke test uses 2)."""
+def run(*, quick: bool = False, iters: int | None = None, cold_runs: int | None = None,
+        files: list[Path] | None = None, layers: tuple[int, int, int] = (4, 12, 32)
+        ) -> dict[str, Any]:
+    """Time the checker; `iters` overrides the iteration counts, `files` the example files
+    and `layers` the GPT builds' depths (the smoke test: 1 iteration, two files, 1-3
+    layers)."""
     n = iters if iters is not None else (30 if quick else 100)
     warmup = min(3, n)
     cold = cold_runs if cold_runs is not None else (0 if quick else 5)
-    files = example_files()
+    files = example_files() if files is None else files
     if not files:
         raise RuntimeError("no example .lean files under examples/")
     result: dict[str, Any] = {
@@ -212,8 +216,9 @@ def run(*, quick: bool = False, iters: int | None = None, cold_runs: int | None 
         "library": time_check(ROOT / "Tyr.lean", n, warmup),
         "mlp_graph": time_instantiate_validate(n, warmup),
         "scale": time_scale(200 if n >= 100 else 100 if n >= 10 else 20, max(n // 4, 2), warmup),
-        "model_build": [time_model_build(k, max(n // 4, 2), warmup) for k in (4, 12, 32)],
-        "model_build_cold": time_model_build(12, max(n // 10, 2), min(warmup, 1), cold=True),
+        "model_build": [time_model_build(k, max(n // 4, 2), warmup) for k in layers],
+        "model_build_cold": time_model_build(layers[1], max(n // 10, 2), min(warmup, 1),
+                                             cold=True),
         "build_goal_ms": BUILD_GOAL_MS,
     }
     if cold > 0:
@@ -252,11 +257,14 @@ def rows(result: dict[str, Any]) -> list[Row]:
                        f"{b['median_ms']:.1f}", f"{b['p90_ms']:.1f}", **verdict,
                        note=f"{b['nodes']} nodes"))
     sl = build_slopes(result["model_build"])
-    out.append(Row("  per layer (4->12, 12->32)", f"{sl['first']:.2f}", f"{sl['second']:.2f}",
+    lo, mid, hi = sorted(x["layers"] for x in result["model_build"])[:3]
+    out.append(Row(f"  per layer ({lo}->{mid}, {mid}->{hi})", f"{sl['first']:.2f}",
+                   f"{sl['second']:.2f}",
                    **judge(sl["second"] / max(sl["first"], 1e-3), 1.5, at_most=True),
-                   note="ms per layer before and after 12 (linear: their ratio <= 1.5)"))
+                   note=f"ms per layer before and after {mid} (linear: their ratio <= 1.5)"))
     c = result["model_build_cold"]
-    out.append(Row("model build gpt 12 layers, library checked too", f"{c['median_ms']:.1f}",
+    out.append(Row(f"model build gpt {c['layers']} layers, library checked too",
+                   f"{c['median_ms']:.1f}",
                    f"{c['p90_ms']:.1f}", note="a process's first build"))
     if "cold_cli" in result:
         c = result["cold_cli"]

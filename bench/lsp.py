@@ -197,11 +197,13 @@ def memory(edits: int = MEMORY_EDITS, warmup: int = MEMORY_WARMUP,
     return asyncio.run(_memory(edits, warmup, every))
 
 
-def run(*, quick: bool = False, iters: int | None = None) -> dict[str, Any]:
+def run(*, quick: bool = False, iters: int | None = None, files: list[Path] | None = None
+        ) -> dict[str, Any]:
     """Time re-checks and hovers, measure memory over edits; `iters` overrides the counts
-    (the smoke test uses 2: 200 edits)."""
+    (the smoke test uses 1: 100 edits) and `files` the example files (the smoke test: the
+    GPT's)."""
     n = iters if iters is not None else (20 if quick else 100)
-    files = asyncio.run(_session(FILES, n, 2 * n))
+    files = asyncio.run(_session(FILES if files is None else files, n, 2 * n))
     edits = 100 * iters if iters is not None else (2_000 if quick else MEMORY_EDITS)
     return {"benchmark": "lsp", "goal_ms": GOAL_MS, "iters": n, "files": files,
             "memory_goal_mib": MEMORY_GOAL_MIB,

@@ -38,21 +38,30 @@ def test_stats_helpers():
     assert s["median_ms"] == pytest.approx(2.0) and s["n"] == 3
 
 
+# the checker benchmark at smoke size: two example files, one iteration, GPTs of 1-3 layers
+# (every example file, 100 iterations and 4, 12, 32 layers: `python -m bench --only checker`)
+TINY_CHECKER = {"iters": 1, "cold_runs": 0, "files": [checker.MLP_FILE, checker.GPT_FILE],
+                "layers": (1, 2, 3)}
+
+
 def test_checker_results_well_formed():
-    r = checker.run(iters=2, cold_runs=0)
+    r = checker.run(**TINY_CHECKER)
     assert r["benchmark"] == "checker" and r["goal_ms"] == 100.0
     files = {c["file"] for c in r["check"]}
-    assert "examples/mlp/MLP.lean" in files
+    assert files == {"examples/mlp/MLP.lean", "examples/gpt/GPT.lean"}
     for c in r["check"]:
-        _stats_ok(c, 2)
-    _stats_ok(r["library"], 2)
+        _stats_ok(c, 1)
+    _stats_ok(r["library"], 1)
     g = r["mlp_graph"]
     assert g["model"] == "mlp" and g["nodes"] > 0 and g["params"] > 0
-    _stats_ok(g["instantiate"], 2)
-    _stats_ok(g["validate"], 2)
-    assert r["scale"]["ratio"] > 0 and [b["layers"] for b in r["model_build"]] == [4, 12, 32]
+    _stats_ok(g["instantiate"], 1)
+    _stats_ok(g["validate"], 1)
+    assert r["scale"]["ratio"] > 0 and [b["layers"] for b in r["model_build"]] == [1, 2, 3]
     assert r["model_build"][1]["nodes"] > r["model_build"][0]["nodes"]
-    _rows_ok(checker.rows(r))
+    assert r["model_build_cold"]["layers"] == 2 and r["model_build_cold"]["cold"]
+    rows = checker.rows(r)
+    _rows_ok(rows)
+    assert "  per layer (1->2, 2->3)" in [row.what for row in rows]
     json.dumps(r)
 
 
@@ -138,7 +147,7 @@ def test_plain_mlp_matches_tyr_module():
 
 def test_main_writes_json(tmp_path, monkeypatch, capsys):
     real_run = checker.run
-    monkeypatch.setattr(checker, "run", lambda quick=False: real_run(iters=2, cold_runs=0))
+    monkeypatch.setattr(checker, "run", lambda quick=False: real_run(**TINY_CHECKER))
     out = tmp_path / "results.json"
     assert main(["--quick", "--only", "checker", "--out", str(out)]) == 0
     data = json.loads(out.read_text())
