@@ -1,6 +1,7 @@
 """One side of an example's training step in a process of its own, as a user runs it:
 `python -m bench.side EXAMPLE SIDE [--steps N | --serve]` (EXAMPLE `gpt_large`: a GPT whose
-activations outweigh its weights, for `bench/memory.py`).
+activations outweigh its weights, for `bench/memory.py`; `gpt_tiny`: a GPT of one narrow
+layer, for the smoke tests).
 
 `take_turns` (the parent's side, for `bench/defaults.py`, `memory.py` and `threads.py`) starts
 one such process per job and alternates them step by step (`--serve`, through `Child`: a `step`
@@ -31,10 +32,13 @@ import sys
 import time
 from typing import Any
 
-EXAMPLES = ("gpt", "gpt_large", "diffusion", "flux", "nanochat")
+EXAMPLES = ("gpt", "gpt_large", "gpt_tiny", "diffusion", "flux", "nanochat")
 SIDES = ("tyr", "tyr_checkpoint", "plain", "plain_fused")
 # a GPT whose activations outweigh its weights: where checkpointing blocks pays (bench/memory)
 GPT_LARGE = {"n_layer": 8, "n_head": 8, "head_dim": 32, "block": 256, "b": 8, "t": 256}
+# the recipe's GPT at smoke-test size: the processes' start-up is most of their time
+GPT_TINY = {"n_layer": 1, "n_head": 2, "head_dim": 8, "block": 16, "b": 2, "t": 16}
+GPT_SIZES = {"gpt": {}, "gpt_large": GPT_LARGE, "gpt_tiny": GPT_TINY}
 SETTINGS = ("defaults", "one")
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -57,7 +61,7 @@ def _config(example: str) -> dict[str, Any]:
     if example == "nanochat":  # January's layout, as bench/plain_nanochat.py writes it
         from bench.nanochat import recipe
         return recipe()
-    folder = "gpt" if example == "gpt_large" else example
+    folder = "gpt" if example in GPT_SIZES else example
     return json.loads((ROOT / "examples" / folder / "config.json").read_text(encoding="utf-8"))
 
 
@@ -66,9 +70,9 @@ def build(example: str, side: str, n_batches: int = 8) -> tuple[Any, list[Any], 
     cfg = _config(example)
     tyr = side.startswith("tyr")
     checkpoint = side == "tyr_checkpoint"
-    if example in ("gpt", "gpt_large"):
+    if example in GPT_SIZES:
         from bench import gpt
-        values = gpt.gpt_values(**(GPT_LARGE if example == "gpt_large" else {}))
+        values = gpt.gpt_values(**GPT_SIZES[example])
         data = gpt.batches(values, n_batches, 1)
         if tyr:
             module = _tyr_module(gpt.GPT_FILE, "gpt", values, checkpoint)

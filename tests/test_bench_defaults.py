@@ -56,15 +56,19 @@ def test_peak_rss_is_read_from_proc():
 
 
 def test_a_side_alone_reports_its_steps_and_memory():
-    out = subprocess.run([sys.executable, "-m", "bench.side", "gpt", "plain", "--steps", "2"],
-                         cwd=ROOT, env=side.child_env("plain", "one"), capture_output=True,
-                         text=True, check=True, timeout=300)
+    # the recipe's GPT at smoke size (the benchmark's, 4 layers, b 12, t 64, width 128, saves
+    # ~25 MB for its backward)
+    out = subprocess.run([sys.executable, "-m", "bench.side", "gpt_tiny", "plain", "--steps",
+                          "2"], cwd=ROOT, env=side.child_env("plain", "one"),
+                         capture_output=True, text=True, check=True, timeout=300)
     rec = json.loads(out.stdout.strip().splitlines()[-1])
     assert rec["threads"] == 1 and rec["reason"] == "the environment"
     assert len(rec["wall_s"]) == 2 and all(t > 0 for t in rec["wall_s"])
     assert rec["peak_rss_kb"] >= rec["rss_before_kb"] > 0
-    # the recipe's GPT (4 layers, b 12, t 64, width 128) saves ~25 MB for its backward
-    assert 10 * 2**20 < rec["activation_bytes"] < 60 * 2**20
+    module, _, data = side.build("gpt_tiny", "plain", n_batches=1)
+    assert rec["params"] == sum(p.numel() for p in module.parameters())
+    assert rec["activation_bytes"] == side.activation_bytes(module.train(), data[0]) > 0
+    assert data[0][0].shape == (2, 16)  # b 2, t 16 (side.GPT_TINY)
 
 
 @pytest.mark.parametrize("example", ["gpt", "diffusion", "flux", "nanochat"])
@@ -93,9 +97,10 @@ def test_an_unknown_side_or_example_is_refused_in_one_line():
 
 
 def test_the_sides_take_turns_and_the_memory_is_compared(monkeypatch):
-    monkeypatch.setitem(defaults.PLAN, "gpt", (("tyr", "plain"), (2, 1)))
-    r = defaults.run(steps=2, only=("gpt",))
-    res = r["examples"]["gpt"]
+    # the GPT at smoke size; `python -m bench.defaults gpt` runs the recipe's
+    monkeypatch.setitem(defaults.PLAN, "gpt_tiny", (("tyr", "plain"), (2, 1)))
+    r = defaults.run(steps=2, only=("gpt_tiny",))
+    res = r["examples"]["gpt_tiny"]
     assert set(res["records"]) == {"defaults/tyr", "defaults/plain", "one/tyr", "one/plain"}
     assert all(len(ts) == 2 for ts in res["times"].values())
     one = res["records"]["one/tyr"]
@@ -118,6 +123,6 @@ def test_the_sides_take_turns_and_the_memory_is_compared(monkeypatch):
     lines = defaults.rows(r)
     judged = [row for row in lines if row.verdict]
     assert len(judged) == 2 + 2  # time per setting; peak RSS and activations
-    assert [row.what.strip() for row in judged[-2:]] == ["gpt peak RSS tyr/plain",
-                                                         "gpt activations tyr/plain"]
+    assert [row.what.strip() for row in judged[-2:]] == ["gpt_tiny peak RSS tyr/plain",
+                                                         "gpt_tiny activations tyr/plain"]
     json.dumps(r)
