@@ -65,9 +65,10 @@ def wall(args: argparse.Namespace, cfg: dict[str, Any]) -> dict[str, Any]:
     tyr_out, plain_out = args.out / "wall-tyr", args.out / "wall-plain"
     tyr_bin = str(Path(sys.executable).parent / "tyr")
     # the benchmark's own directories: each run replaces the last one's
+    config = ["--config", str(args.config)]  # both sides: examples/gpt/config.json by default
     runs = {"tyr": timed_run([tyr_bin, "train", "examples/gpt/GPT.lean", "--model", "gpt",
-                              "--set", f"out={tyr_out}", *iters, "--overwrite"], env)}
-    runs["plain"] = timed_run([sys.executable, "-m", "bench.recipe", "--plain-only",
+                              *config, "--set", f"out={tyr_out}", *iters, "--overwrite"], env)}
+    runs["plain"] = timed_run([sys.executable, "-m", "bench.recipe", "--plain-only", *config,
                                "--out", str(plain_out), *(
                                    ["--iters", str(args.iters)] if args.iters else [])], env)
     for side, out in (("tyr", tyr_out), ("plain", plain_out / "plain")):
