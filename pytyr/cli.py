@@ -353,8 +353,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .process import launched, watch_launcher
+    """`tyr`: `argv` None is the process's own command line (`tyr …`, a torchrun rank), its
+    Ctrl-C and SIGTERM tyr's; a list, a call from a program (a test) that keeps its Ctrl-C."""
+    from .process import launched, own_signals, watch_launcher
 
+    if program := argv is None:
+        own_signals()
     if launched():  # a rank of torchrun: gone when the launcher is, even while starting up
         watch_launcher()
     parser = build_parser()
@@ -378,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        if not program:
+            raise  # the calling program's Ctrl-C (pytest's: the session stops)
         print(f"{name}: interrupted", file=sys.stderr)
         return 130
     except Exception as err:  # a bug of tyr's, not the user's: still one line, no traceback

@@ -15,6 +15,8 @@ cannot be checked from here: their deaths still end this rank, as torch reports 
 
 `StopRequest` turns Ctrl-C and SIGTERM into a request the training loop answers at the next
 step boundary: a checkpoint, the plot and the metrics are written before the process exits.
+It does so only in a process whose signals are tyr's (`own_signals`: a tyr command run as a
+program); a program that calls tyr (a test suite, a notebook) keeps its own Ctrl-C.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ _command = "tyr"  # how this process's one-line messages start (`tyr train`)
 _peers: dict[int, tuple[str, int]] = {}  # rank → (host, pid) of the others
 _me = 0
 _ending = threading.Lock()  # the one line is printed once, whoever notices first
+_owned = False  # whether Ctrl-C and SIGTERM are tyr's to answer (`own_signals`)
 
 
 def launched() -> bool:
@@ -66,6 +69,17 @@ def watch_launcher(interval: float = 0.25) -> threading.Thread | None:
     _started = threading.Thread(target=watch, name="tyr-launcher-watch", daemon=True)
     _started.start()
     return _started
+
+
+def own_signals(owned: bool = True) -> bool:
+    """Say whether this process's Ctrl-C and SIGTERM are tyr's, to answer as a stop request
+    (`StopRequest`): so for a tyr command run as a program (`tyr …`, `python -m pytyr.cli`,
+    a torchrun rank: the CLI says so); not by default, so that a program calling tyr's
+    functions (pytest, a notebook) is interrupted by its Ctrl-C as always. Returns the
+    previous value."""
+    global _owned
+    before, _owned = _owned, owned
+    return before
 
 
 def set_command(name: str) -> None:
@@ -158,9 +172,9 @@ class StopRequest:
     Inside `with StopRequest() as stop:` the first signal only sets `stop.signal` (its name),
     so the loop can finish the step, write a checkpoint and its outputs, and exit; a second
     one interrupts at once (KeyboardInterrupt), which the atomic checkpoint writes survive.
-    Outside the main thread signals cannot be caught, and nothing is installed; a signal the
-    process was started ignoring stays ignored (a shell starts `cmd &` ignoring SIGINT, so a
-    terminal's Ctrl-C is not for it).
+    Nothing is installed where the signals are not tyr's (`own_signals`) or outside the main
+    thread (signals cannot be caught there); a signal the process was started ignoring stays
+    ignored (a shell starts `cmd &` ignoring SIGINT, so a terminal's Ctrl-C is not for it).
     """
 
     SIGNALS = ("SIGINT", "SIGTERM")
@@ -177,7 +191,7 @@ class StopRequest:
         self.signal = signal.Signals(signum).name
 
     def __enter__(self) -> StopRequest:
-        if threading.current_thread() is threading.main_thread():
+        if _owned and threading.current_thread() is threading.main_thread():
             for name in self.SIGNALS:
                 num = getattr(signal, name)
                 if signal.getsignal(num) is not signal.SIG_IGN:

@@ -10,6 +10,7 @@ import signal
 import pytest
 import torch
 
+from pytyr import process
 from pytyr.errors import Interrupted
 from pytyr.safetensors import SafeTensorsFile
 from pytyr.train.engine import Engine
@@ -19,10 +20,13 @@ from test_engine import CFG, BigramLM, CycleTask, _cfg, _losses, _train
 
 @pytest.fixture(autouse=True)
 def _as_in_a_terminal():
-    """SIGINT handled as in a foreground process (a shell's `cmd &` starts ignoring it, and
-    a run then leaves it ignored: `test_an_ignored_sigint_stays_ignored`)."""
+    """SIGINT handled as in a foreground `tyr` process, whose signals are tyr's (a shell's
+    `cmd &` starts ignoring it, and a run then leaves it ignored:
+    `test_an_ignored_sigint_stays_ignored`)."""
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    owned = process.own_signals(True)
     yield
+    process.own_signals(owned)
     signal.signal(signal.SIGINT, before)
 
 
@@ -86,6 +90,62 @@ def test_an_ignored_sigint_stays_ignored(tmp_path):
     hist = _engine(BigramLM(), tmp_path, task_at=5, signals=("SIGINT",)).run(progress=False)
     assert len(hist["steps"]) == 30  # not stopped: the signal was not for this process
     assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+
+
+def test_a_run_in_a_program_whose_signals_are_not_tyr_s_is_interrupted_at_once(tmp_path):
+    process.own_signals(False)  # a test suite, a notebook: their Ctrl-C is their own
+    with pytest.raises(KeyboardInterrupt):
+        _engine(BigramLM(), tmp_path, task_at=5, signals=("SIGINT",)).run(progress=False)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert not (tmp_path / "metrics.json").exists()  # no outputs of a stop request
+
+
+# A test file pytest runs in a process of its own: training in-process, as the suite's tests
+# do (`main([...])`), then a test that must not run once Ctrl-C stopped the session.
+CTRL_C_TESTS = """
+from pytyr.cli import main
+
+def test_training(tmp_path):
+    assert main(["train", {mlp!r}, "--model", "mlp", "-q", "--set", f"out={{tmp_path}}",
+                 "--set", "train.max_iters=1000000", "--set", "train.checkpoint_interval=1",
+                 "--set", "train.threads=1"]) == 0
+    with open({started!r}, "w") as f:  # never reached: the run is interrupted
+        f.write("done")
+
+def test_after():
+    with open({after!r}, "w") as f:
+        f.write("ran")
+"""
+
+
+def test_ctrl_c_during_an_in_process_training_test_stops_pytest(tmp_path):
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    mlp = Path(__file__).resolve().parents[1] / "examples" / "mlp" / "MLP.lean"
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_ctrl_c.py").write_text(CTRL_C_TESTS.format(
+        mlp=str(mlp), started=str(tmp_path / "finished"), after=str(tmp_path / "after")))
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             "--basetemp", str(tmp_path / "base"), "test_ctrl_c.py"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not list((tmp_path / "base").rglob("ckpt/state.json")):  # in the loop
+            assert proc.poll() is None, proc.communicate()[0]
+            assert time.monotonic() < deadline, "no checkpoint within 120 s"
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 2, out  # pytest's exit code for an interrupted session
+    assert "KeyboardInterrupt" in out and "stopped by SIGINT" not in out, out
+    assert not (tmp_path / "finished").exists() and not (tmp_path / "after").exists()
 
 
 def test_best_holds_the_weights_of_the_lowest_validation_loss(tmp_path):

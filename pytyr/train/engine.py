@@ -21,6 +21,8 @@ graph whose last output is the scalar loss) on `task`'s batches:
   evaluation with the lowest `val` loss so far also writes the weights to `best/`;
 - SIGINT or SIGTERM (Ctrl-C) stops the run at the end of the step: the checkpoint, the plot
   and the metrics are written, then `Interrupted` is raised (`--resume` continues exactly);
+  so in a tyr command run as a program (`process.own_signals`); called from another program
+  (pytest), its Ctrl-C interrupts the run as anything else;
 - on a CPU the thread count is measured once and kept for the run (`threads.py`).
 
 Under torchrun (`distributed.py`) the module is wrapped in DDP (gradient sync only on a
