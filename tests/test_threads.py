@@ -120,3 +120,17 @@ def test_a_resume_reuses_the_recorded_count(tmp_path, monkeypatch):
     monkeypatch.setattr(threads, "_timed", lambda step, n: seen.append(n) or 0.0)
     resumed = _train(BigramLM(), tmp_path, threads="auto", max_iters=20, resume=True)
     assert seen == [] and len(resumed["steps"]) == 20 and first["steps"]
+
+
+def test_measuring_stops_once_the_choice_is_decided():
+    # 3 rounds planned for a long step; every core clearly slower: 2 agree, the third is not run
+    step, calls = step_taking({1: 0.40, 4: 0.60})
+    choice = choose_threads("auto", step, device=CPU)
+    assert choice.threads == 1 and calls.count(4) == 4  # 2 rounds, a warm-up step each
+
+
+def test_a_stalled_step_at_every_core_ends_the_measuring_at_once():
+    # a loaded machine: a step at 4 threads takes 5x one thread's; one round is enough
+    step, calls = step_taking({1: 0.02, 4: 0.10})
+    choice = choose_threads("auto", step, device=CPU)
+    assert choice.threads == 1 and calls.count(4) == 2

@@ -5,8 +5,8 @@ other at every op, and a core taken by another process stalls them all (the GPT 
 2.9 s with two threads on a loaded 2-core machine). On an idle machine they are faster. So
 `train.threads = "auto"` (the default) times the run's own training step, forward and backward
 on its first micro-batch, at one thread and at every core this process may use, alternately (3
-rounds, up to 25 for a short step: the median of many is steady on a busy machine), and keeps
-the faster. Each timed step follows an untimed one at the same count: the first step after a
+rounds, up to 25 for a short step: the median of many is steady on a busy machine, but no more
+once most of them are decided, or once a step at every core stalls), and keeps the faster. Each timed step follows an untimed one at the same count: the first step after a
 switch pays for waking the thread team at every op (on an idle machine the GPT step at 2
 threads timed 43 ms so, then ran at 38 ms). The count then stays fixed: results differ in the
 last bits between thread counts, so the run records it and a resume uses it again (`--resume`
@@ -45,6 +45,7 @@ SPIN_MARGIN = 0.75  # the same where idle threads spin (no OMP_WAIT_POLICY=PASSI
 TINY_S = 0.002  # a step this short at one thread gains nothing from more
 ROUNDS = (3, 25)  # alternating rounds: at least 3, more for short steps, within BUDGET_S
 BUDGET_S = 1.2
+STALL = 4.0  # a step at every core this many times one thread's slowest: stop measuring
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +91,18 @@ def _timed(step: Callable[[], None], threads: int) -> float:
     return time.perf_counter() - t0
 
 
+def _decided(one: list[float], many: list[float], margin: float, rounds: int) -> bool:
+    """Whether more rounds could not change the choice: most of the planned samples at every
+    core already on one side of the margin around all of one thread's, or one of them stalled
+    (over `STALL` times one thread's slowest: the cores are taken, as on a loaded machine,
+    where a step at two threads took 1.6 s against 0.09 s at one and the probe paid it 6
+    times)."""
+    slow = sum(t > margin * max(one) for t in many)
+    fast = sum(t <= margin * min(one) for t in many)
+    stalled = any(t > STALL * max(one) for t in many)
+    return stalled or 2 * max(slow, fast) > rounds and len(many) >= 2
+
+
 def choose_threads(setting: int | str, step: Callable[[], None], *, device: torch.device,
                    recorded: int | None = None) -> ThreadChoice:
     """Set and return the run's thread count. `step` runs one training step's forward and
@@ -116,11 +129,13 @@ def choose_threads(setting: int | str, step: Callable[[], None], *, device: torc
         return ThreadChoice(1, f"auto: a step takes {one * 1e3:.1f} ms, too small to share")
     times: dict[int, list[float]] = {1: [one], cores: []}
     rounds = max(ROUNDS[0], min(ROUNDS[1], int(BUDGET_S / (4 * one))))  # 2 steps a time
+    margin, wait = _margin()
     for r in range(rounds):
         for n in ((cores, 1) if r % 2 == 0 else (1, cores)):
             times[n].append(_timed(step, n))
+        if _decided(times[1], times[cores], margin, rounds):
+            break
     t1, tn = statistics.median(times[1]), statistics.median(times[cores])
-    margin, wait = _margin()
     best = cores if tn <= margin * t1 else 1
     torch.set_num_threads(best)
     return ThreadChoice(best, f"auto: a step took {t1 * 1e3:.0f} ms at 1 thread, "
