@@ -34,6 +34,7 @@ from bench import (  # noqa: E402
     defaults,
     diffusion,
     executor,
+    first_step,
     flux,
     generate,
     gpt,
@@ -49,7 +50,7 @@ from bench import (  # noqa: E402
 )
 
 BENCHMARKS = {"checker": checker, "cpu_kernels": cpu_kernels, "data": data,
-              "defaults": defaults, "diffusion": diffusion, "executor": executor, "flux": flux,
+              "defaults": defaults, "diffusion": diffusion, "executor": executor, "first_step": first_step, "flux": flux,
               "generate": generate, "gpt": gpt, "hf_load": hf_load, "kernels": kernels, "lsp": lsp, "memory": memory,
               "nanochat": nanochat, "safetensors": safetensors_load, "sampling": sampling,
               "threads": threads}
