@@ -6,9 +6,9 @@ indexed by its shape, so `T #[1]` and `T #[2]` are different types and a dimensi
 mismatch is a type error. The value inside is a node of the model's graph; running the
 model builds the graph IR that the Python harness executes.
 
-`numel`, `prim`, `primI` and `param` are the four definitions the Python checker implements
-natively (it checks their signatures against these declarations); everything else in
-`Tyr/` is read and type-checked by it. See `docs/lean-subset.md`.
+`numel`, `mergesOrSplits`, `prim`, `primI` and `param` are the five definitions the Python
+checker implements natively (it checks their signatures against these declarations);
+everything else in `Tyr/` is read and type-checked by it. See `docs/lean-subset.md`.
 -/
 
 namespace torch
@@ -18,6 +18,33 @@ abbrev Shape := Array Nat
 
 /-- Number of elements of a shape (`1` for a scalar). -/
 def numel (s : Shape) : Nat := s.foldl (fun acc d => acc * d) 1
+
+/-- Whether `t` is `s` with runs of adjacent axes merged and single axes split, in order
+(`#[2, 6]` to `#[12]` or `#[2, 2, 3]`): the two have as many elements, and every axis of `s`
+lies within one axis of `t` (a merge) or starts and ends where axes of `t` do (a split). Axis `i`
+covers the row-major offsets `p` to `p * s[i]`, `p` the product of the axes before it. A view
+without a transpose (`[b, h, t, d]` as `[b, t, h * d]`) fails: an axis of `t` starts inside an
+axis of `s` and ends beyond it. With no elements, any shape of none is `true`.
+
+`reshape` asks `mergesOrSplits s target = true`, proved `by decide` on closed shapes. Written
+with `Init`'s functions by name (`and`, `Nat.ble`, not `&&`, `≤`): the fidelity probes compile
+this very text with real Lean and no `Init` (`tests/test_lean_fidelity.py`), against the
+checker's own evaluation (`pytyr/lean/reshapes.py`). -/
+def mergesOrSplits (s t : Shape) : Bool :=
+  -- the elements of `t`, and the offsets where its axes end: `[t[0] * t[1], t[0], 1]`
+  let tEnds := List.foldl (fun (acc : Prod Nat (List Nat)) (d : Nat) =>
+      Prod.mk (Nat.mul acc.fst d) (List.cons (Nat.mul acc.fst d) acc.snd))
+    (Prod.mk 1 (List.cons 1 List.nil)) t.toList
+  let isEnd := fun (p : Nat) => List.any tEnds.snd fun (e : Nat) => Nat.beq e p
+  -- the axis of `s` over the offsets `p` to `q` fits the axes of `t`
+  let fits := fun (p q : Nat) =>
+    or (List.all tEnds.snd fun (e : Nat) => or (Nat.ble e p) (Nat.ble q e))
+      (and (isEnd p) (isEnd q))
+  -- the elements of `s`, and whether each of its axes fits
+  let sAxes := List.foldl (fun (acc : Prod Nat Bool) (d : Nat) =>
+      Prod.mk (Nat.mul acc.fst d) (and acc.snd (fits acc.fst (Nat.mul acc.fst d))))
+    (Prod.mk 1 true) s.toList
+  and (Nat.beq sAxes.fst tEnds.fst) (or (Nat.beq tEnds.fst 0) sAxes.snd)
 
 /-- Element type of a graph value: a float, or an integer whose every value lies in
 `[0, bound)` (the bound of its `IT` type, which the graph IR carries). -/

@@ -90,21 +90,23 @@ def sum {s : Shape} (x : T s) : T #[] :=
 def mean {s : Shape} (x : T s) : T #[] :=
   prim "mean" [x.node]
 
-/-- View `x` with another shape of the same number of elements; `decide` checks it. The Tyr
-checker also asks that `target` be `s` with runs of adjacent axes merged and single axes split,
-in order (`#[2, 6]` to `#[12]` or `#[2, 2, 3]`): any other regrouping reads elements of
-different positions as one, as a view without a transpose does (`[b, h, t, d]` as
-`[b, t, h * d]`), and is rejected with the transpose or structural op (`Tyr.Shape`) that was
-likely meant. Prefer those ops: they type each axis and keep batch and length symbolic. -/
-def reshape {s : Shape} (x : T s) (target : Shape)
+/-- `x` read in another shape of the same number of elements: the elements in row-major order,
+whatever axes that mixes (a flat buffer read as a grid). The graph's `reshape` op; for a
+regrouping of adjacent axes write `reshape`, which says so in its type. -/
+def regroup {s : Shape} (x : T s) (target : Shape)
     (h : numel s = numel target := by decide) : T target :=
   prim "reshape" [x.node] [.shape "target" target]
 
-/-- `reshape` for a regrouping that is meant: the elements of `x` in row-major order, read in
-the shape `target` whatever axes that mixes (a flat buffer read as a grid). -/
-def regroup {s : Shape} (x : T s) (target : Shape)
-    (h : numel s = numel target := by decide) : T target :=
-  reshape x target h
+/-- View `x` with `target`, the shape `s` with runs of adjacent axes merged and single axes
+split, in order (`#[2, 6]` to `#[12]` or `#[2, 2, 3]`); `decide` checks both on closed shapes
+(`mergesOrSplits` in `Tyr.Core`). Any other regrouping reads elements of different positions
+as one, as a view without a transpose does (`[b, h, t, d]` as `[b, t, h * d]`), and is
+rejected: write the transpose or structural op (`Tyr.Shape`) that was meant, or `regroup`.
+Prefer those ops: they type each axis and keep batch and length symbolic. -/
+def reshape {s : Shape} (x : T s) (target : Shape)
+    (hn : numel s = numel target := by decide)
+    (h : mergesOrSplits s target = true := by decide) : T target :=
+  regroup x target hn
 
 /-- The first `t` rows of `x`; the caller proves there are that many. -/
 def rows {n d : Nat} (x : T #[n, d]) (t : Nat) (h : t ≤ n) : T #[t, d] :=

@@ -9,10 +9,24 @@ these tests skip, except in CI, where that is a failure.
 """
 from __future__ import annotations
 
+import itertools
+import math
+import re
+from pathlib import Path
+
 import pytest
 
-from tests.lean.fidelity import PRELUDE_OPTIONS, Probe, lake_options, lean_verdict, tyr_verdict
-from tests.lean.real import real_lean
+from pytyr.lean import check_files
+from tests.lean.fidelity import (
+    OPTIONS,
+    PRELUDE,
+    PRELUDE_OPTIONS,
+    Probe,
+    lake_options,
+    lean_verdict,
+    tyr_verdict,
+)
+from tests.lean.real import ROOT, real_lean
 
 PICK = "def pick (a : Nat) {α : Type} (x : α) : α := x\n"
 V = "structure V (n : Nat) where\n  k : Nat\n"
@@ -233,3 +247,85 @@ def test_the_probes_accept_and_reject():
     # Each rule has both sides; a suite of one verdict could not tell a divergence.
     assert {p.error is None for p in PROBES} == {True, False}
     assert len({p.name for p in PROBES}) == len(PROBES)
+
+
+# -- the reshape rule: `mergesOrSplits` (Tyr/Core.lean), as real Lean evaluates its very text
+# and as the checker evaluates it natively (`pytyr/lean/reshapes.py`), case by case.
+RULE_DEF = re.search(r"^def mergesOrSplits .*?(?=\n\n)", (ROOT / "Tyr/Core.lean").read_text(
+    encoding="utf-8"), re.S | re.M).group(0)
+# (source shape, target shape, whether the target merges or splits adjacent axes)
+RESHAPES = [
+    ([2, 4, 8, 16], [2, 8, 64], False),  # a view without a transpose: [b, h, t, d] as [b, t, h*d]
+    ([2, 8, 64], [2, 4, 8, 16], False),  # ... and back
+    ([6, 4], [2, 12], False),  # a split and a merge in one reshape: 3 of the 6 join the 4
+    ([6, 4], [2, 3, 4], True), ([2, 3, 4], [2, 12], True),  # ... as two reshapes, each fine
+    ([2, 6], [2, 2, 3], True), ([2, 3, 4], [6, 4], True), ([2, 8, 8, 16], [2, 8, 128], True),
+    ([4, 6], [6, 4], False), ([3, 4, 5], [3, 5, 4], False),  # transposes
+    ([2, 1, 6], [2, 6, 1], True), ([], [1], True),
+    ([0, 3], [3, 0], True), ([4, 8, 0], [2, 16, 0], True),  # no elements: nothing to mix
+    ([2, 6], [5, 2], False),  # another number of elements
+]
+
+
+def _shapes(n: int, rank: int) -> list[list[int]]:
+    """Every shape of `n` elements with at most `rank` axes."""
+    out = [[]] if n == 1 else []
+    for k in range(1, rank + 1):
+        out += [list(c) for c in itertools.product(range(1, n + 1), repeat=k)
+                if math.prod(c) == n]
+    return out
+
+
+def _reshape_probe(cases: list[tuple[list[int], list[int]]]) -> tuple[str, str]:
+    """The rule's text, a function whose argument is its proposition, and one call per case,
+    line by line: the checker's text proves it `by decide`; Lean's, which has no `decide` (a
+    tactic `Init` declares), with `Eq.refl true`, which checks exactly when `mergesOrSplits s t`
+    reduces to `true`, as `decide` evaluates a `Bool` equation (`instDecidableEqBool`)."""
+    def arr(ds: list[int]) -> str:
+        return "(Array.mk " + "".join(f"(List.cons {d} " for d in ds) + "List.nil" \
+            + ")" * len(ds) + ")"
+
+    head = f"namespace torch\nabbrev Shape := Array Nat\n{RULE_DEF}\n"
+    tyr = head + "def r (s t : Shape) (h : mergesOrSplits s t = true := by decide) : Nat := 0\n"
+    lean = head + "def r (s t : Shape) (h : Eq (mergesOrSplits s t) true) : Nat := 0\n"
+    tyr, lean = tyr + "end torch\n", lean + "end torch\n"
+    for i, (s, t) in enumerate(cases):
+        tyr += f"def c{i} : Nat := torch.r #{s} #{t}\n"
+        lean += f"def c{i} : Nat := torch.r {arr(s)} {arr(t)} (Eq.refl true)\n"
+    return tyr, lean
+
+
+def _rejected(diags: list, probe: str) -> list[int]:
+    """The cases, by index, whose line has an error."""
+    first = probe.count("\n") - probe.split("def c0 ")[1].count("\n") + 1  # line of `c0`
+    return sorted({d.line - first for d in diags})
+
+
+def test_the_checker_decides_the_reshape_rule_as_pinned(tmp_path):
+    tyr, _ = _reshape_probe([(s, t) for s, t, _ in RESHAPES])
+    f = tmp_path / "R.lean"
+    f.write_text("\n" + tyr, encoding="utf-8")
+    got = _rejected([d.pos for d in check_files(f)], "\n" + tyr)
+    assert got == [i for i, (_, _, ok) in enumerate(RESHAPES) if not ok]
+
+
+def test_lean_decides_the_reshape_rule_as_pinned_and_as_the_checker(lean, tmp_path):
+    # The pinned cases, then every pair of shapes of 12 elements with at most three axes (625
+    # pairs, units and transposes among them): Lean and the checker reject the same ones.
+    pairs = [(s, t) for s, t, _ in RESHAPES]
+    pinned = len(pairs)
+    pairs += [(s, t) for s in _shapes(12, 3) for t in _shapes(12, 3)]
+    tyr, lean_text = _reshape_probe(pairs)
+    probe = Probe("reshape rule", tyr, None, lean=lean_text, noncomputable=True)
+    prelude = lean.compile_module(PRELUDE, PRELUDE_OPTIONS)
+    f = tmp_path / "Probe.lean"
+    f.write_text(probe.header() + "\n" + lean_text, encoding="utf-8")
+    msgs = lean.run(Path(f.name), prelude, tmp_path, OPTIONS + ("-DmaxErrors=100000",))
+    by_lean = _rejected(msgs, "\n" + tyr)
+    assert [i for i in by_lean if i < pinned] == \
+        [i for i, (_, _, ok) in enumerate(RESHAPES) if not ok], msgs[:3]
+    g = tmp_path / "R.lean"
+    g.write_text("\n" + tyr, encoding="utf-8")
+    by_tyr = _rejected([d.pos for d in check_files(g)], "\n" + tyr)
+    assert by_lean == by_tyr
+    assert 0 < len(by_lean) < len(pairs)  # both verdicts occur

@@ -8,7 +8,9 @@ Flux's grid rotary is typed by its `rows * cols` order. Each bug is caught on th
 is written, and the message says what the op wanted.
 
 A `reshape` whose target is no merge or split of adjacent axes (a view without a transpose) is
-rejected, naming the op that was likely meant; `regroup` is the escape hatch.
+rejected, naming the op that was likely meant; `regroup` is the escape hatch. The rule is
+`reshape`'s obligation `mergesOrSplits s target = true`, so the checker decides it as a
+`by decide`, in Lean's order; `tests/test_lean_fidelity.py` holds it against real Lean.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytyr.lean import check_files, instantiate_model, load
-from pytyr.lean.reshapes import misfit
+from pytyr.lean.reshapes import merges_or_splits, misfit
 
 ROOT = Path(__file__).resolve().parents[1]
 NANOCHAT = "examples/nanochat/NanoChat.lean"
@@ -132,8 +134,33 @@ def test_any_other_regrouping_names_the_op_meant(tmp_path, src, dst, meant):
                  f"def g (x : T #{src}) : T #{dst} := regroup x #{dst}\n")
     (d,) = check_files(f)  # `regroup` is the escape hatch: only `f` is an error
     assert (d.pos.line, d.pos.col) == (3, len(f"def f (x : T #{src}) : T #{dst} := "))
-    assert d.message.startswith(f"reshape of T #{src} to #{dst}: ".replace("'", ""))
-    assert meant in d.message and d.message.endswith("if this regrouping is meant, use `regroup`")
+    assert d.message.startswith(f"`by decide` failed for argument 'h' of 'reshape': the "
+                                f"proposition mergesOrSplits #{src} #{dst} = true is false (")
+    assert meant in d.message
+    assert d.message.endswith("if this regrouping is meant, use `regroup`)")
+
+
+def test_the_rule_is_a_tactic_and_waits_for_the_declarations_mismatch(tmp_path):
+    # `by decide` runs when the declaration's tactic blocks run, after the rest of it (Lean's
+    # `synthesizeSyntheticMVarsNoPostponing`): the type mismatch of the next line is reported.
+    f = tmp_path / "R.lean"
+    f.write_text("import Tyr\nopen torch\ndef f (x : T #[2, 4, 8, 16]) : T #[2, 8, 63] :=\n"
+                 "  let y := reshape x #[2, 8, 64]\n  y\n")
+    (d,) = check_files(f)
+    assert d.pos.line == 5 and d.message.startswith("type mismatch"), d
+
+
+def test_a_chain_of_merges_and_splits_passes_where_their_sum_fails(tmp_path):
+    # A type has no memory of how its shape was made: `[6, 4]` to `[2, 12]` in one reshape
+    # fails (three of the six join the four), as two it passes, in Lean as here
+    # (tests/test_lean_fidelity.py pins both with real Lean).
+    f = tmp_path / "R.lean"
+    f.write_text("import Tyr\nopen torch\n"
+                 "def one (x : T #[6, 4]) : T #[2, 12] := reshape x #[2, 12]\n"
+                 "def two (x : T #[6, 4]) : T #[2, 12] :=\n"
+                 "  reshape (reshape x #[2, 3, 4]) #[2, 12]\n")
+    (d,) = check_files(f)
+    assert d.pos.line == 3 and "axes 0–1 [6, 4] would become [2, 12]" in d.message, d
 
 
 @given(st.lists(st.integers(1, 5), min_size=0, max_size=5), st.data())
@@ -153,27 +180,48 @@ def test_the_discipline_accepts_exactly_merges_and_splits(dims, data):
         i += k
     assert misfit(dims, out) is None
     assert misfit(out, dims) is None
+    assert merges_or_splits(dims, out) and merges_or_splits(out, dims)
     # a swap of two adjacent non-unit, unequal axes is a transpose, never a merge or a split
     swappable = [j for j in range(len(dims) - 1) if 1 < dims[j] != dims[j + 1] > 1]
     if swappable:
         j = data.draw(st.sampled_from(swappable))
         swapped = dims[:j] + [dims[j + 1], dims[j]] + dims[j + 2:]
         assert "transpose" in (misfit(dims, swapped) or "")
+        assert not merges_or_splits(dims, swapped)
+
+
+def _primes(n: int) -> list[int]:
+    return [p for p in (2, 3, 5) for _ in range(30) if n % p ** (_ + 1) == 0]
+
+
+@given(st.lists(st.integers(1, 6), max_size=4), st.randoms(use_true_random=False), st.data())
+@settings(max_examples=300, deadline=None)
+def test_the_rule_and_its_explanation_agree(s, rnd, data):
+    # `merges_or_splits` is `mergesOrSplits` as Lean evaluates it; `misfit` is what the error
+    # says. For any target of as many elements (the prime factors of `s` shuffled, grouped,
+    # units put in), one rejects exactly when the other explains; another count is rejected.
+    factors = [p for d in s for p in _primes(d)] + [1] * data.draw(st.integers(0, 2))
+    rnd.shuffle(factors)
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(len(factors) - 1, 1)), max_size=3)))
+    t = [math.prod(factors[a:b]) for a, b in zip([0, *cuts], [*cuts, len(factors)]) if a < b]
+    assert merges_or_splits(s, t) == (misfit(s, t) is None), (s, t, misfit(s, t))
+    assert not merges_or_splits(s, t + [2])
 
 
 @pytest.mark.parametrize("path", ["Tyr/Ops.lean", "Tyr/Shape.lean", "Tyr/NN.lean",
                                   "Tyr/DiT.lean", "Tyr/Decode.lean", "Tyr/Core.lean"])
-def test_the_library_has_no_generic_reshape_but_regroup(path):
-    # The measurement behind the discipline: no example and no library op reshapes
-    # generically; `regroup`'s body is the one use, with symbolic shapes.
-    uses = re.findall(r"\breshape x\b|\breshape \(", (ROOT / path).read_text(encoding="utf-8"))
-    assert uses == (["reshape x"] if path == "Tyr/Ops.lean" else [])
+def test_the_library_has_no_generic_reshape_nor_regroup(path):
+    # The measurement behind the rule: no library op reshapes or regroups generically;
+    # `reshape`'s body, `regroup x target hn`, is the one use.
+    text = (ROOT / path).read_text(encoding="utf-8")
+    uses = re.findall(r"\b(?:reshape|regroup) (?:x|\()", text)
+    assert uses == (["regroup x"] if path == "Tyr/Ops.lean" else [])
 
 
 def test_no_example_reshapes_generically():
     for f in sorted((ROOT / "examples").rglob("*.lean")):
-        assert not re.search(r"\breshape\b", re.sub(r"/-.*?-/|--[^\n]*", "", f.read_text(
-            encoding="utf-8"), flags=re.S)), f
+        code = re.sub(r"/-.*?-/|--[^\n]*", "", f.read_text(encoding="utf-8"), flags=re.S)
+        assert not re.search(r"\b(?:reshape|regroup)\b", code), f
 
 
 def test_regroup_instantiates_to_a_reshape_node(tmp_path):

@@ -12,7 +12,6 @@ declaration's, instantiated.
 """
 from __future__ import annotations
 
-from math import prod
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import Pos
@@ -22,7 +21,6 @@ from .env import BUILTIN_TYPES, CtorInfo, DefInfo, IndInfo, StructInfo
 from .failure import Fail, short
 from .hints import split_hint
 from .parser import SUBSET
-from .reshapes import DISCIPLINED, misfit
 from .terms import (
     FLOAT,
     NAT,
@@ -30,11 +28,9 @@ from .terms import (
     PROP,
     SHAPE,
     App,
-    Arr,
     Call,
     CtorV,
     InitV,
-    Lit,
     Opaque,
     Param,
     Pi,
@@ -226,27 +222,7 @@ class ApplyRules:
                                    f"{self.show(ty)} but is expected to have type "
                                    f"{self.show(pty)}")
             values[i] = m[p.uid] = t
-        if name in DISCIPLINED:
-            self.reshape_discipline(params, values, DISCIPLINED[name], pos)
         return self.result_term(name, params, values, callee, pos), res
-
-    def reshape_discipline(self: "TermElab", params: tuple[Param, ...], values: list[Term],
-                           hatch: str, pos: Pos) -> None:
-        """`reshape` with closed shapes must merge or split adjacent axes (`reshapes.py`)."""
-        byname = {p.name: v for p, v in zip(params, values)}
-        dims = []
-        for key in ("s", "target"):
-            arr = self.whnf(instantiate(byname[key], self.mctx))
-            items = [self.whnf(d) for d in arr.items] if isinstance(arr, Arr) else None
-            if items is None or not all(isinstance(d, Lit) for d in items):
-                return  # symbolic: the discipline needs numbers, as `by decide` does
-            dims.append([d.n for d in items])  # type: ignore[attr-defined]
-        if prod(dims[0]) != prod(dims[1]):
-            return  # `by decide` rejects it, when the declaration's tactics run (Lean's rule)
-        why = misfit(dims[0], dims[1])
-        if why is not None:
-            raise Fail(pos, f"reshape of T {_show_dims(dims[0])} to {_show_dims(dims[1])}: "
-                            f"{why}; if this regrouping is meant, use `{hatch}`")
 
     def propagate_expected(self: "TermElab", rest: tuple[Param, ...], result: Term,
                            m: dict[int, Term], expected: Term) -> bool:
@@ -316,10 +292,6 @@ class ApplyRules:
                 or name in ("Vector.foldl", "Vector.extract"):
             return Call(name, tuple(values), pos)
         return App(name, tuple(values))
-
-
-def _show_dims(ds: list[int]) -> str:
-    return "#[" + ", ".join(map(str, ds)) + "]"
 
 
 def ctx_empty() -> Ctx:

@@ -13,7 +13,24 @@ from typing import Any
 
 from ..errors import Pos
 from .numerals import float_exp, float_log, float_of_nat, float_sqrt
-from .terms import FLOAT, NAT, TYPE, App, Arr, FLit, Lit, NatOp, Param, Pi, Prod, Term, Var, subst
+from .reshapes import RULE, merges_or_splits
+from .terms import (
+    BOOL,
+    FLOAT,
+    NAT,
+    TYPE,
+    App,
+    Arr,
+    FLit,
+    Lit,
+    NatOp,
+    Param,
+    Pi,
+    Prod,
+    Term,
+    Var,
+    subst,
+)
 
 
 @dataclass
@@ -122,7 +139,11 @@ def builtin_defs() -> dict[str, DefInfo]:
                Param("start", -33, "explicit", NAT, default=Lit(0)),
                Param("stop", -34, "explicit", NAT, default=xn))
     sliced = App("Vector", (xa, NatOp("-", NatOp("min", hi, xn), lo)))
-    return {
+    # `Bool.true`, `Bool.false`, and `true`, `false` as `export Bool (false true)` names them
+    bools = {f"Bool.{v}": DefInfo(f"Bool.{v}", pos, "builtin", (), BOOL) for v in ("true", "false")}
+    bools.update({v: DefInfo(v, pos, "builtin", (), BOOL, value=App(f"Bool.{v}"))
+                  for v in ("true", "false")})
+    return bools | {
         "Vector.foldl": DefInfo("Vector.foldl", pos, "builtin", foldl, b),
         "Vector.extract": DefInfo("Vector.extract", pos, "builtin", extract, sliced),
         "Prod.fst": DefInfo("Prod.fst", pos, "builtin", pair, pa),
@@ -136,9 +157,9 @@ def builtin_defs() -> dict[str, DefInfo]:
 
 _FLOAT_FNS = {"Nat.toFloat": lambda x: x, "Float.sqrt": float_sqrt, "Float.exp": float_exp,
               "Float.log": float_log}
-# `numel`, `prim`, `primI` and `param` live in Tyr/Core.lean; the checker implements them
-# natively.
-NATIVE_DEFS = {"torch.numel", "torch.prim", "torch.primI", "torch.param"}
+# `numel`, `mergesOrSplits`, `prim`, `primI` and `param` live in Tyr/Core.lean; the checker
+# implements them natively.
+NATIVE_DEFS = {"torch.numel", RULE, "torch.prim", "torch.primI", "torch.param"}
 # Lean-only modules (metaprograms); the checker provides what they provide.
 NATIVE_MODULE_PREFIX = "Tyr.Meta"
 NATIVE_DERIVING = {"Repr", "BEq", "Inhabited", "Hashable", "DecidableEq", "TensorStruct"}
@@ -146,6 +167,13 @@ KNOWN_ATTRS = {"model"}
 TENSOR_FAMILIES = {"torch.T": "f32", "torch.IT": "i64"}
 # `T s`; `IT s n`, an index tensor whose values lie in `[0, n)` (Tyr/Core.lean).
 TENSOR_ARITY = {"torch.T": 1, "torch.IT": 2}
+
+
+def closed_dims(t: Term) -> list[int] | None:
+    """The numbers of a shape whose every dimension is a literal (normalised), else None."""
+    if isinstance(t, Arr) and all(isinstance(x, Lit) for x in t.items):
+        return [x.n for x in t.items]  # type: ignore[attr-defined]
+    return None
 
 
 class Env:
@@ -181,6 +209,10 @@ class Env:
         if t.head == "torch.numel" and t.args and isinstance(t.args[0], Arr) \
                 and all(isinstance(x, Lit) for x in t.args[0].items):
             return Lit(math.prod(x.n for x in t.args[0].items))
+        if t.head == RULE:
+            dims = [closed_dims(a) for a in t.args]
+            if len(dims) == 2 and None not in dims:
+                return App(f"Bool.{'true' if merges_or_splits(*dims) else 'false'}")
         if t.head in _FLOAT_FNS and t.args and isinstance(t.args[0], (Lit, FLit)):
             v = t.args[0]
             return FLit(_FLOAT_FNS[t.head](float_of_nat(v.n) if isinstance(v, Lit) else v.x))

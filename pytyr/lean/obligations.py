@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from ..errors import Pos
 from .defeq import Normalizer
+from .env import closed_dims
 from .failure import Fail
 from .failure import short as _short
-from .terms import Eq, Lit, Meta, Opaque, Param, Rel, Term, Var, occurs, show
+from .reshapes import RULE, why_not
+from .terms import App, Eq, Lit, Meta, Opaque, Param, Rel, Term, Var, occurs, show
 
 
 def decide(norm: Normalizer, fname: str, p: Param, pty: Term, pos: Pos) -> None:
@@ -30,7 +32,18 @@ def decide(norm: Normalizer, fname: str, p: Param, pty: Term, pos: Pos) -> None:
     if not holds:  # what makes it false: `a ≤ b` itself, or the (in)equality of the sides
         if isinstance(prop, Rel) and prop.op != "≠":
             detail = shown
+        elif (why := _why_false(norm, pty)) is not None:
+            detail = why
         else:
             detail = f"{show(prop.a)} {'=' if isinstance(prop, Rel) else '≠'} {show(prop.b)}"
         raise Fail(pos, f"`by decide` failed for argument '{p.name}' of '{_short(fname)}': "
                         f"the proposition {show(pty)} is false ({detail})")
+
+
+def _why_false(norm: Normalizer, pty: Term) -> str | None:
+    """What makes `mergesOrSplits s t = true` false, in the words of the reshape rule."""
+    if isinstance(pty, Eq) and isinstance(pty.a, App) and pty.a.head == RULE:
+        dims = [closed_dims(norm(a)) for a in pty.a.args]
+        if len(dims) == 2 and dims[0] is not None and dims[1] is not None:
+            return why_not(dims[0], dims[1])
+    return None

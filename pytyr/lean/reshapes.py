@@ -1,18 +1,50 @@
-"""The reshape discipline: `reshape` merges and splits adjacent axes, nothing else.
+"""The reshape rule: `reshape` merges and splits adjacent axes, nothing else.
 
 A row-major reshape between shapes of one number of elements always runs, so a "view without
 transpose" (`[b, h, t, d]` viewed as `[b, t, h * d]`) passes every shape check while mixing
-the elements of different heads. The checker therefore accepts a `reshape` with closed shapes
-only when the target is the source with runs of adjacent axes merged and single axes split, in
-order; any other regrouping is an error that names the transpose or structural op that was
-likely meant, and `regroup` (Tyr/Ops.lean) is the escape hatch for a regrouping that is meant.
+the elements of different heads. `reshape`'s type therefore asks `mergesOrSplits s target =
+true` (Tyr/Core.lean), proved `by decide`: the target must be the source with runs of adjacent
+axes merged and single axes split, in order. The checker evaluates `mergesOrSplits` natively
+(`merges_or_splits`, the Lean text step for step, which the fidelity probes hold against real
+Lean) and says why it is false with the op that was likely meant (`misfit`); `regroup`
+(Tyr/Ops.lean) is the op for a regrouping that is meant.
 """
 from __future__ import annotations
 
 from collections import Counter
+from math import prod
 
-# Ops whose calls the discipline checks, with the escape hatch it names.
-DISCIPLINED = {"torch.reshape": "regroup"}
+# The Lean function the checker evaluates itself, and the op for any other regrouping.
+RULE = "torch.mergesOrSplits"
+HATCH = "regroup"
+
+
+def merges_or_splits(s: list[int], t: list[int]) -> bool:
+    """`mergesOrSplits s t` as Lean evaluates its definition in Tyr/Core.lean: as many
+    elements, none or every axis of `s` (offsets `p` to `p * d`) lies within one axis of `t`
+    or starts and ends at ends of axes of `t`."""
+    ends, n = [1], 1
+    for d in t:
+        n *= d
+        ends.append(n)
+
+    def fits(p: int, q: int) -> bool:
+        return all(e <= p or q <= e for e in ends) or (p in ends and q in ends)
+
+    p, ok = 1, True
+    for d in s:
+        ok = ok and fits(p, p * d)
+        p *= d
+    return p == n and (n == 0 or ok)
+
+
+def why_not(s: list[int], t: list[int]) -> str:
+    """Why `mergesOrSplits s t` is false, with the op that was likely meant."""
+    if prod(s) != prod(t):
+        return f"{_dims(s)} has {prod(s)} elements, {_dims(t)} has {prod(t)}"
+    why = misfit(s, t)
+    assert why is not None, (s, t)  # they agree (tests/test_lean_layouts.py)
+    return f"{why}; if this regrouping is meant, use `{HATCH}`"
 
 
 def groups(s: list[int], t: list[int]) -> list[tuple[int, int, int, int]]:

@@ -200,6 +200,7 @@ class Block(Term):
 NAT = App("Nat")
 FLOAT = App("Float")
 STRING = App("String")
+BOOL = App("Bool")
 TYPE = Sort("Type")
 PROP = Sort("Prop")
 SHAPE = App("Array", (NAT,))
@@ -394,5 +395,5 @@ def show(t: Term, prec: int = 0) -> str:
     return repr(t)
 
 
-def _short(name: str) -> str:
-    return name[len("torch."):] if name.startswith("torch.") else name
+def _short(name: str) -> str:  # `Bool.true` is `true`: `export Bool (false true)`
+    return name[len("torch."):] if name.startswith("torch.") else name.removeprefix("Bool.")

@@ -120,6 +120,63 @@ protected def Nat.mul : Nat → Nat → Nat
   | _, Nat.zero => Nat.zero
   | n, Nat.succ m => Nat.add (Nat.mul n m) n
 
+-- `Bool`, `List`, `Array` and the functions of them that `torch.mergesOrSplits` (Tyr/Core.lean)
+-- calls, as `Init/Prelude.lean` and `Init/Data/List/Basic.lean` define them.
+inductive Bool : Type where
+  | false : Bool
+  | true : Bool
+
+export Bool (false true)
+
+set_option bootstrap.genMatcherCode false in
+@[macro_inline] def or : Bool → Bool → Bool
+  | true, _ => true
+  | false, y => y
+
+set_option bootstrap.genMatcherCode false in
+@[macro_inline] def and : Bool → Bool → Bool
+  | false, _ => false
+  | true, y => y
+
+set_option bootstrap.genMatcherCode false in
+@[extern "lean_nat_dec_eq"]
+def Nat.beq : Nat → Nat → Bool
+  | Nat.zero, Nat.zero => true
+  | Nat.zero, Nat.succ _ => false
+  | Nat.succ _, Nat.zero => false
+  | Nat.succ n, Nat.succ m => Nat.beq n m
+
+set_option bootstrap.genMatcherCode false in
+@[extern "lean_nat_dec_le"]
+def Nat.ble : Nat → Nat → Bool
+  | Nat.zero, Nat.zero => true
+  | Nat.zero, Nat.succ _ => true
+  | Nat.succ _, Nat.zero => false
+  | Nat.succ n, Nat.succ m => Nat.ble n m
+
+inductive List (α : Type u) where
+  | nil : List α
+  | cons (head : α) (tail : List α) : List α
+
+set_option bootstrap.genMatcherCode false in
+def List.foldl {α : Type u} {β : Type v} (f : α → β → α) : (init : α) → List β → α
+  | a, List.nil => a
+  | a, List.cons b l => List.foldl f (f a b) l
+
+set_option bootstrap.genMatcherCode false in
+def List.any {α : Type u} : List α → (α → Bool) → Bool
+  | List.nil, _ => false
+  | List.cons h t, p => or (p h) (List.any t p)
+
+set_option bootstrap.genMatcherCode false in
+def List.all {α : Type u} : List α → (α → Bool) → Bool
+  | List.nil, _ => true
+  | List.cons h t, p => and (p h) (List.all t p)
+
+structure Array (α : Type u) where
+  mk ::
+  toList : List α
+
 class HAdd (α : Type u) (β : Type v) (γ : outParam (Type w)) where
   hAdd : α → β → γ
 
