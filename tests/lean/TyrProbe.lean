@@ -8,8 +8,11 @@ real names and with their universe parameters (Lean's elaborator recognises some
 builds terms of them: `OfNat`, `instOfNatNat`, `HAdd.hAdd.{u,v,w}`, `instHAdd`, `instAddNat`,
 `Nat.add`, `Nat.sub`, `Nat.mul`, `Nat.le`), the types and classes the probes use: `Nat` with its
 literals, `+`, `-`, `*`, `≤`, `<`, `≠` (`Ne`), the reflexive coercion `CoeT α a α`, `Float`
-with `Nat` literals, and `Inhabited` for `deriving`. No notation can be declared without `Init` (`+`, `=`, `≠`, `#[…]` are macros
-of `Init`), so a probe writes `HAdd.hAdd m n` where the Tyr subset writes `m + n`.
+with `Nat` literals, `Inhabited` for `deriving`, and `Bool`, `List`, `Array` with the functions
+that `torch.mergesOrSplits` (Tyr/Core.lean) calls, so that a probe compiles its very text. No
+notation can be declared without `Init` (`+`, `=`, `≠`, `#[…]` are macros of `Init`), so a probe
+writes `HAdd.hAdd m n` where the Tyr subset writes `m + n`, `Array.mk (List.cons 2 List.nil)`
+for `#[2]`.
 
 `Nat.add`, `Nat.sub`, `Nat.mul` are defined as `Init/Prelude.lean` defines them: by pattern
 matching on the second argument, compiled by structural recursion (`Nat.brecOn`), so Lean's
