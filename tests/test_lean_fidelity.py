@@ -172,6 +172,20 @@ PROBES = [
           "def g (x y : Nat) (h : x ≤ y) : Nat :=\n  f x y h\n", "4:8",
           lean="def f (a b : Nat) (h : LT.lt a b) : Nat := a\n"
                "def g (x y : Nat) (h : LE.le x y) : Nat :=\n  f x y h\n"),
+    # -- the terms as written are compared first (`isDefEq` tries the arguments of one head
+    # before unfolding): `?c * (2 * 2) =?= 32 * (2 * 2)` solves `?c := 32`, and `y` mismatches;
+    # by values alone `?c * 4 =?= 128` would be stuck, and `y` would make `?c := 33`
+    Probe("a metavariable takes the term as written",
+          V + "def g {c : Nat} (x : V (c * (2 * 2))) (y : V c) : Nat := 0\n"
+              "def h (x : V (32 * (2 * 2))) (y : V 33) : Nat :=\n  g x y\n", "6:6",
+          lean=V + "def g {c : Nat} (x : V (HMul.hMul c (HMul.hMul 2 2))) (y : V c) : Nat := 0\n"
+                   "def h (x : V (HMul.hMul 32 (HMul.hMul 2 2))) (y : V 33) : Nat :=\n"
+                   "  g x y\n"),
+    Probe("a product given by its value is stuck until another argument solves it",
+          V + "def g {c : Nat} (x : V (c * (2 * 2))) (y : V c) : Nat := 0\n"
+              "def h (x : V 128) (y : V 33) : Nat :=\n  g x y\n", "6:4",
+          lean=V + "def g {c : Nat} (x : V (HMul.hMul c (HMul.hMul 2 2))) (y : V c) : Nat := 0\n"
+                   "def h (x : V 128) (y : V 33) : Nat :=\n  g x y\n"),
     # -- a mismatch stuck on a metavariable waits, as a coercion, for the end of the declaration
     Probe("a stuck mismatch waits for a later argument to solve it",
           stuck("def h (x : V 14) (y : V 7) (z : V 5) : Nat :=\n  g x y z\n")[0], None,

@@ -50,6 +50,7 @@ from .terms import (
     occurs,
     subst,
 )
+from .written import alike_as_written
 
 
 class TooLarge(Exception):
@@ -217,9 +218,14 @@ def nat_literal_rhs(op: str, a: Term, k: int) -> Term:
 
 
 def unify(a: Term, b: Term, norm: Normalizer) -> bool:
-    """Lean-style `a =?= b` on the fragment; assigns metavariables in `norm.mctx`."""
+    """Lean-style `a =?= b` on the fragment; assigns metavariables in `norm.mctx`. The terms
+    as written first (`written.py`: `?n := c.n_embd`, as Lean assigns it), then normal forms."""
     if a is b:
         return True
+    mark = norm.mctx.mark()
+    if alike_as_written(a, b, norm.mctx, norm.unfold):
+        return True
+    norm.mctx.undo(mark)
     return _unify(norm(a), norm(b), norm)
 
 
