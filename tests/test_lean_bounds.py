@@ -162,27 +162,25 @@ def test_an_experts_ids_take_any_bound_and_its_table_the_routers(tmp_path):
     assert "argument 'ids' of 'routeExperts'" in d.message and "IT #[2, 5, ?k] 4" in d.message
 
 
-# Bugs written into the examples that their shapes alone accept: each is now a type error.
+# Bugs written into the examples that their shapes alone accept: each is now a type error,
+# whose message says the types in the author's words (`c.n_embd`, `c.mask + 1`, `c.rows`).
 MUTATIONS = [
     # the position table has the width of the token table: ids index the wrong one
     ("examples/gpt/GPT.lean", "let tok := embedding2 idx p.wte", "let tok := embedding2 idx p.wpe",
-     ["argument 'table' of 'embedding2'", "T #[c.block, c.n_head * c.head_dim]",
-      "T #[c.vocab, ?d]"]),
+     ["argument 'table' of 'embedding2'", "T #[c.block, c.n_embd]", "T #[c.vocab, ?d]"]),
     # the loss over the final hidden states, not over the logits
     ("examples/gpt/GPT.lean", "(z, crossEntropy2 z targets)",
      "(z, crossEntropy2 (embedding2 idx p.wte) targets)",
-     ["argument 'target' of 'crossEntropy2'", "IT #[b, t] c.vocab",
-      "IT #[b, t] (c.n_head * c.head_dim)"]),
+     ["argument 'target' of 'crossEntropy2'", "IT #[b, t] c.vocab", "IT #[b, t] c.n_embd"]),
     # masked diffusion: the [MASK] id can be fed but never predicted
     ("examples/diffusion/Diffusion.lean", "(z, weightedCrossEntropy2 z targets weights)",
      "(z, weightedCrossEntropy2 z ids weights)",
-     ["argument 'target' of 'weightedCrossEntropy2'", "IT #[b, t] (c.vocab + 1)",
+     ["argument 'target' of 'weightedCrossEntropy2'", "IT #[b, t] (c.mask + 1)",
       "IT #[b, t] c.vocab"]),
     # ... and the clean characters do not index the embedding of characters and [MASK]
     ("examples/diffusion/Diffusion.lean", "(ids : IT #[b, t] (c.mask + 1)) : T #[b, t, c.vocab] :=",
      "(ids : IT #[b, t] c.vocab) : T #[b, t, c.vocab] :=",
-     ["argument 'table' of 'embedding2'", "T #[c.vocab + 1, c.n_head * c.head_dim]",
-      "T #[c.vocab, ?d]"]),
+     ["argument 'table' of 'embedding2'", "T #[c.mask + 1, c.n_embd]", "T #[c.vocab, ?d]"]),
     # the MLP's labels typed by its input features, not its classes
     ("examples/mlp/MLP.lean", "(y : IT #[b] c.classes)", "(y : IT #[b] c.inputs)",
      ["argument 'target' of 'crossEntropy'", "IT #[b] c.inputs", "IT #[b] c.classes"]),
@@ -205,8 +203,7 @@ MUTATIONS = [
      "c.block) (p : VEBlock c) (s : StepFlow c b t) :\n    StepFlow c b t :=\n  let x := enter c "
      "hl s.fst\n  let a := veToCaches c hpad hg hl idx pos p (rmsNorm3 x) s\n  let y := "
      "cachedWindowAttention",
-     ["argument 'idx' of 'veToCaches'", "IT #[b, t] ((c.vocab + c.pad_vocab_to - 1)",
-      "IT #[?b, ?t] c.vocab"]),
+     ["argument 'idx' of 'veToCaches'", "IT #[b, t] c.rows", "IT #[?b, ?t] c.vocab"]),
 ]
 
 

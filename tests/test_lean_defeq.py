@@ -76,8 +76,8 @@ def test_predecessors_unify_as_lean_unfolds_them(tmp_path):
     assert check_src(tmp_path, ok) == []
     d = one_error(tmp_path, ok.replace("(y : T #[n - 1]) : T #[n - 1]", "(y : T #[n]) : T #[n]"))
     # The expected type solves `?m := n` first (propagateExpectedType): `x` is the mismatch.
-    assert "argument 'x' of 'g' has type T #[n - 2] but is expected to have type T #[n - 1]" \
-        == d.message
+    assert "argument 'x' of 'g' has type T #[n - 2] but is expected to have type T #[n - 1]; " \
+        "?m := n comes from the expected type" == d.message
 
 
 G = "def g {a : Nat} (n : Nat) (x : T #[G]) : Nat := n\n"

@@ -18,7 +18,7 @@ def test_the_expected_type_solves_implicits_before_the_arguments(tmp_path):
     d = one_error(tmp_path, src)
     assert (d.pos.line, d.pos.col) == (3, src.rindex("w"))
     assert d.message == ("argument 'M' of 'linear' has type T #[4, 3] but is expected to have "
-                         "type T #[5, 3]")
+                         "type T #[5, 3]; ?n := 5 comes from the expected type")
 
 
 def test_without_an_expected_type_the_arguments_decide(tmp_path):

@@ -37,9 +37,9 @@ BUGS = [
     (NANOCHAT, "let q := sharpen c hT (splitHeads (project p.c_q x))",
      "let q := sharpen c hT (splitHeads (mergeLast4 (rotary (splitLast3 (project p.c_q x)) hT "
      "c.rope_base)))",
-     # the heads, `c.heads` unfolded
+     # the heads, `c.heads` as the author wrote it
      ["argument 'hT' of 'rotary' has type t ≤ c.block but is expected to have type "
-      "(c.depth * c.aspect_ratio + c.head_dim - 1) / c.head_dim ≤ ?n"]),
+      "c.heads ≤ ?n"]),
     # a decoding step that rotates its new tokens as the training model does (0 … t-1)
     (NANOCHAT, "let q := sharpenAt c pos (queries c p.attn h)",
      "let q := scale (rmsNorm4 (rotary (queries c p.attn h) c.rope_base)) c.qk_scale",
@@ -53,7 +53,7 @@ BUGS = [
      "let q := scale (rmsNorm4 (splitHeads (mergeLast4 (rotaryAt (splitLast3 (linear3 h "
      "p.attn.c_q)) pos c.rope_base)))) c.qk_scale",
      ["argument 'pos' of 'rotaryAt' has type IT #[t] c.block but is expected to have type "
-      "IT #[(c.depth * c.aspect_ratio + c.head_dim - 1) / c.head_dim] ?n"]),
+      "IT #[c.n_head] ?n"]),
     # a sliding window bounded by another length than the context the tokens are in
     (NANOCHAT, "(hkv : c.heads % c.n_kv_head = 0) (hw : c.window ≤ c.block) (p : Attention c)",
      "(hkv : c.heads % c.n_kv_head = 0) (hw : c.window ≤ c.block + 1) (p : Attention c)",
@@ -62,8 +62,8 @@ BUGS = [
     # the value-embedding table read with the ids of another table (the padded rows)
     (NANOCHAT, "let ve := splitHeads (embedding2 idx (rows p.value_embed.weight c.vocab hpad))",
      "let ve := splitHeads (embedding2 idx p.value_embed.weight)",
-     ["argument 'table' of 'embedding2' has type T #[(c.vocab + c.pad_vocab_to - 1) / "
-      "c.pad_vocab_to * c.pad_vocab_to, ", "but is expected to have type T #[c.vocab, ?h * ?d]"]),
+     ["argument 'table' of 'embedding2' has type T #[c.rows, c.kv_dim] but is expected to have "
+      "type T #[c.vocab, ?h * ?d]; ?v := c.vocab comes from argument 'idx'"]),
     # Flux's grid given as (cols, rows): image token r · gw + c is not at (c, r)
     (FLUX, "ropeGrid c.txt_len c.grid_h c.grid_w c.rope_idx",
      "ropeGrid c.txt_len c.grid_w c.grid_h c.rope_idx",

@@ -19,7 +19,7 @@ from . import syntax as S
 from .context import Ctx
 from .env import BUILTIN_TYPES, CtorInfo, DefInfo, IndInfo, StructInfo
 from .failure import Fail, short
-from .hints import split_hint
+from .hints import origin_note, split_note
 from .parser import SUBSET
 from .terms import (
     FLOAT,
@@ -31,6 +31,7 @@ from .terms import (
     Call,
     CtorV,
     InitV,
+    Meta,
     Opaque,
     Param,
     Pi,
@@ -120,7 +121,9 @@ class ApplyRules:
                 continue
             sinfo = self.env.get(wty.head) if isinstance(wty, App) else None
             if isinstance(sinfo, StructInfo) and any(fi.name == f for fi in sinfo.fields):
-                term, ty = self.project(term, wty, sinfo, f)
+                written = instantiate(ty, self.mctx)  # its arguments as written, if it is `S …`
+                sty = written if isinstance(written, App) and written.head == wty.head else wty
+                term, ty = self.project(term, sty, sinfo, f)
                 continue
             # Generalized field notation: `x.f` is `S.f x` for a def `S.f`.
             tname = wty.head if isinstance(wty, App) else None
@@ -171,7 +174,7 @@ class ApplyRules:
             if p.name in named:
                 arg = named.pop(p.name).expr
                 if propagate and not isinstance(arg, (S.By, S.Hole)):
-                    propagate = not self.propagate_expected(params[i:], result, m, expected)
+                    propagate = not self.propagate_expected(name, params[i:], result, m, expected)
                 v = self.check_arg(name, p, arg, pty, ctx)
             elif p.kind == "implicit":
                 v = self.mctx.fresh(p.name)
@@ -185,7 +188,7 @@ class ApplyRules:
             elif positional:
                 arg = positional.pop(0).expr
                 if propagate and not isinstance(arg, (S.By, S.Hole)):
-                    propagate = not self.propagate_expected(params[i:], result, m, expected)
+                    propagate = not self.propagate_expected(name, params[i:], result, m, expected)
                 if isinstance(arg, S.Fun):
                     v = Opaque("fun")
                     funs.append((len(values), p, arg))
@@ -224,7 +227,7 @@ class ApplyRules:
             values[i] = m[p.uid] = t
         return self.result_term(name, params, values, callee, pos), res
 
-    def propagate_expected(self: "TermElab", rest: tuple[Param, ...], result: Term,
+    def propagate_expected(self: "TermElab", name: str, rest: tuple[Param, ...], result: Term,
                            m: dict[int, Term], expected: Term) -> bool:
         """Lean's `propagateExpectedType`, tried before each explicit or named argument until
         it succeeds: when the result type does not depend on the arguments still to come
@@ -234,7 +237,11 @@ class ApplyRules:
         later = {p.uid for p in rest}
         if occurs(result, lambda t: isinstance(t, Var) and t.uid in later):
             return False
-        return self.unify(subst(result, m), expected)
+        mark = self.mctx.mark()
+        done = self.unify(subst(result, m), expected)
+        own = {v.uid for v in m.values() if isinstance(v, Meta)}  # an outer one: its argument's
+        self.label(mark, name, "the expected type", own)
+        return done
 
     def check_arg(self: "TermElab", fname: str, p: Param, e: S.Expr, pty: Term,
                   ctx: "Ctx") -> Term:
@@ -246,15 +253,38 @@ class ApplyRules:
             return Opaque("proof")
         # The binder type is the argument's expected type (Lean's `elabTerm stx expectedType`);
         # literals and arithmetic take it when it is a number type, as `binop%` does.
+        mark = self.mctx.mark()
         if isinstance(e, (S.BinOp, S.NatLit, S.SciLit, S.ArrayLit)) and not self._literal_fits(pty):
             t, ty = self.elab(e, None, ctx)
         else:
             t, ty = self.elab(e, pty, ctx, soft=True)
         self.ensure_type(ty, pty, lambda: Fail(
             e.pos, f"argument '{p.name}' of '{short(fname)}' has type {self.show(ty)} but is "
-                   f"expected to have type {self.show(pty)}"
-                   + split_hint(instantiate(ty, self.mctx), instantiate(pty, self.mctx))))
+                   f"expected to have type {self.show(pty)}" + self.notes(ty, pty, fname, p)))
+        self.label(mark, fname, f"argument '{p.name}'")
         return t
+
+    def notes(self: "TermElab", ty: Term, pty: Term, fname: str, p: Param) -> str:
+        """What the two types do not say (`hints.py`): a product no unification splits, and
+        the arguments that fixed the metavariables of the dimensions that differ."""
+        actual = instantiate(ty, self.mctx)
+        return split_note(actual, pty, self.whnf) + origin_note(
+            actual, pty, fname, f"argument '{p.name}'", self.origin,
+            self.mctx.assign, self.differs, self.show)
+
+    def label(self: "TermElab", mark: int, fname: str, source: str,
+              only: set[int] | None = None) -> None:
+        """Remember which argument of `fname` (or its expected type) assigned each
+        metavariable assigned since `mark` (of those in `only`): notes name it."""
+        for uid in self.mctx.since(mark):
+            if only is None or uid in only:
+                self.origin.setdefault(uid, (fname, source))
+
+    def differs(self: "TermElab", a: Term, b: Term) -> bool:
+        mark = self.mctx.mark()
+        same = self.unify(a, b)
+        self.mctx.undo(mark)
+        return not same
 
     def ensure_type(self: "TermElab", ty: Term, expected: Term, mismatch: "Callable[[], Fail]"
                     ) -> None:

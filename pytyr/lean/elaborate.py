@@ -17,6 +17,7 @@ from .defeq import Normalizer, unify
 from .env import TENSOR_FAMILIES, Env
 from .failure import Fail
 from .failure import short as _short
+from .hints import origin_note
 from .numerals import float_literal, float_of_nat
 from .obligations import decide
 from .parser import SUBSET
@@ -54,6 +55,7 @@ from .terms import (
     show,
     subst,
 )
+from .wording import authored
 
 
 class TermElab(ApplyRules):
@@ -68,13 +70,16 @@ class TermElab(ApplyRules):
         self.deferred: list[tuple[str, Param, Term, Pos]] = []  # `(h := by decide)` to run
         # mismatches stuck on a metavariable, retried at the end (`resume_postponed`)
         self.postponed: list[tuple[Term, Term, Callable[[], Fail]]] = []
+        # which application and argument assigned each metavariable (`ApplyRules.label`)
+        self.origin: dict[int, tuple[str, str]] = {}
 
     # ---- unification ----------------------------------------------------------------------
     def whnf(self, t: Term) -> Term:
         return self.norm(t)
 
     def show(self, t: Term) -> str:
-        return show(self.norm(instantiate(t, self.mctx)))
+        """`t` as Lean prints it: instantiated, in the author's words (`wording.py`)."""
+        return show(authored(instantiate(t, self.mctx), self.env, self.norm))
 
     def unify(self, a: Term, b: Term) -> bool:
         mark = self.mctx.mark()
@@ -120,7 +125,9 @@ class TermElab(ApplyRules):
         is reported first."""
         todo, self.deferred = self.deferred, []
         for fname, p, pty, pos in todo:
-            decide(self.norm, fname, p, instantiate(pty, self.mctx), pos)
+            fixed = origin_note(pty, pty, fname, "", self.origin, self.mctx.assign,
+                                lambda a, b: True, self.show)
+            decide(self.norm, fname, p, instantiate(pty, self.mctx), pos, fixed)
 
     # ---- binders --------------------------------------------------------------------------
     def binders(self, bs: list[S.Binder], ctx: Ctx) -> tuple[tuple[Param, ...], Ctx]:

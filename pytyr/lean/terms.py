@@ -142,10 +142,7 @@ class StructV(Term):
     fields: tuple[tuple[str, Term], ...]
 
     def get(self, name: str) -> Term | None:
-        for k, v in self.fields:
-            if k == name:
-                return v
-        return None
+        return next((v for k, v in self.fields if k == name), None)
 
 
 @dataclass(frozen=True)
@@ -228,6 +225,9 @@ class MetaCtx:
 
     def mark(self) -> int:
         return len(self._trail)
+
+    def since(self, mark: int) -> list[int]:
+        return self._trail[mark:]
 
     def undo(self, mark: int) -> None:
         while len(self._trail) > mark:
