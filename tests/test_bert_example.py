@@ -227,8 +227,8 @@ MUTATIONS = [
     # the token types looked up in the word table
     ("(embedding2 token_type_ids p.token_type_embeddings.weight)",
      "(embedding2 token_type_ids p.word_embeddings.weight)",
-     ["argument 'table' of 'embedding2'", "T #[c.vocab, c.n_head * c.head_dim]",
-      "T #[c.type_vocab, c.n_head * c.head_dim]"]),
+     ["argument 'table' of 'embedding2'", "T #[c.vocab, c.hidden]", "T #[c.type_vocab, c.hidden]",
+      "?v := c.type_vocab comes from argument 'idx'"]),
 ]
 
 

@@ -90,7 +90,7 @@ BUGS = [
      "linear3 (layerNorm3 x p.ln_f p.ln_f_bias) p.head",
      "linear3 (layerNorm3 x p.ln_f p.ln_f_bias) p.wte",
      "linear3 (layerNorm3 x p.ln_f p.ln_f_bias) p.wte",
-     ["argument 'M' of 'linear3' has type T #[c.vocab + 1, ",
+     ["argument 'M' of 'linear3' has type T #[c.mask + 1, ",
       "expected to have type T #[c.vocab, "]),
     ("causal attention where the model must see both sides, with a padding mask misplaced",
      "bidirectionalAttention q k v c.dropout",
@@ -128,8 +128,8 @@ def test_an_embedding_without_the_mask_row_is_a_type_error(tmp_path):
     assert len(diags) == 1, diags
     use = src.index("let tok := embedding2 ids p.wte")
     assert diags[0].pos.line == src[:use].count("\n") + 1
-    assert "argument 'table' of 'embedding2' has type T #[c.vocab, c.n_head * c.head_dim] but " \
-           "is expected to have type T #[c.vocab + 1, ?d]" in diags[0].message
+    assert "argument 'table' of 'embedding2' has type T #[c.vocab, c.n_embd] but " \
+           "is expected to have type T #[c.mask + 1, ?d]" in diags[0].message
 
 
 def test_a_mask_id_fed_to_a_model_without_it_is_refused_at_the_call(tmp_path, corpus):

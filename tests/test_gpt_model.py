@@ -28,7 +28,8 @@ BUGS = [
      "c_proj : T #[c.n_embd, 4 * c.n_embd] := normal c.residStd",
      "c_proj : T #[c.n_embd, 3 * c.n_embd] := normal c.residStd",
      "dropout (linearBias3 h p.c_proj p.c_proj_bias) c.dropout",
-     ["argument 'M' of 'linearBias3'", "3 * (c.n_head * c.head_dim)"]),
+     ["argument 'M' of 'linearBias3'", "T #[c.n_embd, 3 * c.n_embd]",
+      "?m := 4 * c.n_embd comes from argument 'x'"]),
     ("transposed projection",
      "c_fc : T #[4 * c.n_embd, c.n_embd] := normal 0.02",
      "c_fc : T #[c.n_embd, 4 * c.n_embd] := normal 0.02",
@@ -47,7 +48,7 @@ BUGS = [
      "dropout (linearBias3 h p.c_proj p.c_proj_bias) c.dropout",
      "dropout h c.dropout",
      "dropout h c.dropout",
-     ["4 * (c.n_head * c.head_dim)", "c.n_head * c.head_dim"]),
+     ["T #[b, t, 4 * c.n_embd]", "T #[b, t, c.n_embd]"]),
 ]
 
 
