@@ -41,6 +41,7 @@ from pathlib import Path
 import pytest
 
 from pytyr.lean import check_files
+from tests.lean.helpers import examples_layout
 from tests.test_lean_fidelity import PROBES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,8 +97,8 @@ def test_a_planted_mistake_is_reported_on_leans_line(tmp_path, path):
     src = path.read_text(encoding="utf-8")
     assert check_files(path) == [], "the example checks as written"
     assert _sites(src), "no definition to plant in"
+    mutated = examples_layout(tmp_path) / path.relative_to(ROOT)  # imports as in the repo
     for name, lines, line in _cases(src):
-        mutated = tmp_path / path.name
         mutated.write_text("\n".join(lines), encoding="utf-8")
         diags = check_files(mutated)
         assert diags, f"{name}: no error"

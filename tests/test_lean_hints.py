@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytyr.lean import check_files
+from tests.lean.helpers import examples_layout
 
 HEAD = """import Tyr
 open torch
@@ -171,8 +172,8 @@ def test_a_transposed_weight_in_any_example_gets_no_split_note():
             if m.group(2) == m.group(3):
                 continue
             mutated = src[:m.start(2)] + m.group(3) + ", " + m.group(2) + src[m.end(3):]
-            with tempfile.TemporaryDirectory() as tmp:
-                path = Path(tmp) / f.name
+            with tempfile.TemporaryDirectory() as tmp:  # imports resolved as in the repo
+                path = examples_layout(Path(tmp)) / f.relative_to(root)
                 path.write_text(mutated, encoding="utf-8")
                 diags = check_files(path)
             if not diags:
