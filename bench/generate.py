@@ -3,7 +3,7 @@
 
 A random FLUX.2 [klein]-layout pipeline is written once by diffusers' `save_pretrained`
 (`tests/flux2_pipeline.build` at bench sizes: a 6-layer Qwen3 of width 256, a transformer of
-2 double and 4 single blocks of width 512, the autoencoder of the tests; ~60 M parameters,
+2 double and 4 single blocks of width 512, the autoencoder of the tests; 30 M parameters,
 float32; the tests' tiny one with `--quick`) into `runs/bench/flux2-*`. The two run as
 processes (`bench/processes.py`: alternating, one thread, wall time and peak RSS each). A
 256 × 256 image in 4 steps with guidance from a 64-token prompt. `ratio` is
