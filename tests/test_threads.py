@@ -22,6 +22,7 @@ def _clean(monkeypatch):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)  # torch's default: idle threads spin
     monkeypatch.setattr(threads, "usable_cores", lambda: 4)
+    monkeypatch.setattr(threads, "load_average", lambda: 0.5)  # the cores free: measured
     before = torch.get_num_threads()
     yield
     torch.set_num_threads(before)
@@ -134,3 +135,15 @@ def test_a_stalled_step_at_every_core_ends_the_measuring_at_once():
     step, calls = step_taking({1: 0.02, 4: 0.10})
     choice = choose_threads("auto", step, device=CPU)
     assert choice.threads == 1 and calls.count(4) == 2
+
+
+@pytest.mark.parametrize("load,measured", [(3.9, True), (4.0, False), (6.5, False),
+                                           (None, True)])
+def test_every_core_taken_means_one_thread_unmeasured(monkeypatch, load, measured):
+    monkeypatch.setattr(threads, "load_average", lambda: load)
+    step, calls = step_taking({1: 0.030, 4: 0.010})
+    choice = choose_threads("auto", step, device=CPU)
+    assert bool(calls) == measured
+    assert choice.threads == (4 if measured else 1)
+    if not measured:
+        assert f"load {load:.1f} on 4 usable cores" in choice.reason

@@ -24,7 +24,9 @@ The C attention kernel runs on torch's threads where it can (`pytyr/kernels/nati
 else at one thread only: then the step timed at one thread is the step with the kernel and
 the one at every core is torch's, so the choice weighs the kernel too.
 
-Nothing is measured where the choice is someone else's: an explicit `train.threads`,
+Nothing is measured where every core is taken (a load average of at least the usable cores:
+one thread, the probe's answer there, without its stalled steps, which took 12 s before the
+first step on a loaded 2-core machine), nor where the choice is someone else's: an explicit `train.threads`,
 `OMP_NUM_THREADS` or `MKL_NUM_THREADS` in the environment (torchrun sets 1 per rank), a CUDA
 device, or a machine with one core. A step under 2 ms at one thread is too small to share.
 """
@@ -67,11 +69,17 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _load() -> str:
+def load_average() -> float | None:
+    """The 1-minute load average, None where the system has none."""
     try:
-        return f"load {os.getloadavg()[0]:.1f}"
-    except OSError:
-        return "load unknown"
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def _load() -> str:
+    load = load_average()
+    return "load unknown" if load is None else f"load {load:.1f}"
 
 
 def _margin() -> tuple[float, str]:
@@ -123,6 +131,11 @@ def choose_threads(setting: int | str, step: Callable[[], None], *, device: torc
     if cores == 1:
         torch.set_num_threads(1)
         return ThreadChoice(1, "one usable core")
+    load = load_average()
+    if load is not None and load >= cores:  # others hold every core: more threads stall
+        torch.set_num_threads(1)
+        return ThreadChoice(1, f"auto: load {load:.1f} on {cores} usable cores, each taken; "
+                               f"set train.threads to choose")
     one = _timed(step, 1)  # its untimed step pays first-call costs (a kernel build, ...)
     if one < TINY_S:
         torch.set_num_threads(1)
