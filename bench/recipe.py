@@ -11,7 +11,8 @@ each a process of its own: `make train`'s command (`tyr train examples/gpt/GPT.l
 gpt`: the entry point, the thread policy, fused AdamW) and the plain model as nanoGPT runs on
 a CPU (torch's default threads, torch's default AdamW), the environment cleared of thread
 settings for both; wall time (`make train`'s includes its checks and the sample it writes at
-the end), the training loop's tokens/s, final val loss and the load sampled through each run.
+the end), peak RSS, the training loop's tokens/s, final val loss and the load sampled through
+each run.
 """
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY")
 
 
 def timed_run(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
-    """Run `cmd` to its end: wall seconds, exit status, the 1-minute load every 5 s."""
+    """Run `cmd` to its end: wall seconds, exit status, peak RSS (MB: the process's own
+    `ru_maxrss`, from `wait4`), the 1-minute load every 5 s."""
     loads: list[float] = []
     done = threading.Event()
 
@@ -50,11 +52,14 @@ def timed_run(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
     t0 = time.perf_counter()
     watcher.start()
     try:
-        rc = subprocess.run(cmd, env=env).returncode
+        proc = subprocess.Popen(cmd, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
     finally:
         done.set()
         watcher.join()
-    return {"wall_s": time.perf_counter() - t0, "rc": rc, "load": loads}
+    return {"wall_s": time.perf_counter() - t0, "rc": proc.returncode, "load": loads,
+            "rss_mb": usage.ru_maxrss / 1024}
 
 
 def wall(args: argparse.Namespace, cfg: dict[str, Any]) -> dict[str, Any]:
@@ -150,8 +155,11 @@ def main(argv: list[str] | None = None) -> int:
             load = f"load {min(r['load']):.1f}-{max(r['load']):.1f}" if r["load"] else ""
             val = f"val {r['val']:.4f}" if r["val"] is not None else f"exit {r['rc']}"
             loop = f", the loop {r['tokens_per_s']:,.0f} tok/s" if r["tokens_per_s"] else ""
-            print(f"{what}: {_clock(r['wall_s'])} for {n} iters{loop}, {val}, {load}")
-        print(f"plain/tyr wall time: {runs['plain']['wall_s'] / runs['tyr']['wall_s']:.2f}")
+            print(f"{what}: {_clock(r['wall_s'])} for {n} iters{loop}, {val}, peak RSS "
+                  f"{r['rss_mb']:.0f} MB, {load}")
+        print(f"plain/tyr wall time: {runs['plain']['wall_s'] / runs['tyr']['wall_s']:.2f} "
+              f"(goal >= 1.0); tyr/plain peak RSS: "
+              f"{runs['tyr']['rss_mb'] / runs['plain']['rss_mb']:.2f} (goal <= 1.05)")
         return 0 if all(r["rc"] == 0 for r in runs.values()) else 1
     if args.train_tyr:
         from pytyr.pipeline import LeanModels
