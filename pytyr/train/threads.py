@@ -24,9 +24,10 @@ The C attention kernel runs on torch's threads where it can (`pytyr/kernels/nati
 else at one thread only: then the step timed at one thread is the step with the kernel and
 the one at every core is torch's, so the choice weighs the kernel too.
 
-Nothing is measured where every core is taken (a load average of at least the usable cores:
-one thread, the probe's answer there, without its stalled steps, which took 12 s before the
-first step on a loaded 2-core machine), nor where the choice is someone else's: an explicit `train.threads`,
+Nothing is measured where the cores are taken (a load average within half a process of the
+usable cores, 1.5 on two: one thread, the probe's answer there, without its stalled steps,
+which took 12 s before the first step on a loaded 2-core machine), nor where the choice is
+someone else's: an explicit `train.threads`,
 `OMP_NUM_THREADS` or `MKL_NUM_THREADS` in the environment (torchrun sets 1 per rank), a CUDA
 device, or a machine with one core. A step under 2 ms at one thread is too small to share.
 """
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import statistics
 import time
@@ -48,6 +50,7 @@ TINY_S = 0.002  # a step this short at one thread gains nothing from more
 ROUNDS = (3, 25)  # alternating rounds: at least 3, more for short steps, within BUDGET_S
 BUDGET_S = 1.2
 STALL = 4.0  # a step at every core this many times one thread's slowest: stop measuring
+BUSY = 0.5  # a load average within this of the usable cores: they are taken, not measured
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,10 +93,16 @@ def _margin() -> tuple[float, str]:
     return SPIN_MARGIN, "idle threads spin: no OMP_WAIT_POLICY=PASSIVE"
 
 
-def _timed(step: Callable[[], None], threads: int) -> float:
-    """One step at `threads`, timed after an untimed one (the team is awake, as in a run)."""
+def _timed(step: Callable[[], None], threads: int, stall: float = math.inf) -> float:
+    """One step at `threads`, timed after an untimed one (the team is awake, as in a run);
+    an untimed step over `stall` seconds is the answer itself (the timed one would stall
+    too)."""
     torch.set_num_threads(threads)
+    t0 = time.perf_counter()
     step()
+    warm = time.perf_counter() - t0
+    if warm > stall:
+        return warm
     t0 = time.perf_counter()
     step()
     return time.perf_counter() - t0
@@ -132,9 +141,9 @@ def choose_threads(setting: int | str, step: Callable[[], None], *, device: torc
         torch.set_num_threads(1)
         return ThreadChoice(1, "one usable core")
     load = load_average()
-    if load is not None and load >= cores:  # others hold every core: more threads stall
+    if load is not None and load >= cores - BUSY:  # others hold the cores: more threads stall
         torch.set_num_threads(1)
-        return ThreadChoice(1, f"auto: load {load:.1f} on {cores} usable cores, each taken; "
+        return ThreadChoice(1, f"auto: load {load:.1f} on {cores} usable cores, taken; "
                                f"set train.threads to choose")
     one = _timed(step, 1)  # its untimed step pays first-call costs (a kernel build, ...)
     if one < TINY_S:
@@ -145,7 +154,7 @@ def choose_threads(setting: int | str, step: Callable[[], None], *, device: torc
     margin, wait = _margin()
     for r in range(rounds):
         for n in ((cores, 1) if r % 2 == 0 else (1, cores)):
-            times[n].append(_timed(step, n))
+            times[n].append(_timed(step, n, STALL * max(times[1]) if n == cores else math.inf))
         if _decided(times[1], times[cores], margin, rounds):
             break
     t1, tn = statistics.median(times[1]), statistics.median(times[cores])
