@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import Pos
 from ..ir.graph import Input, Node, Output, Param, Stack, TensorType
@@ -74,6 +74,9 @@ class Evaluator:
         self.layouts: dict[Term, list] = {}  # parameter structure type → its fields
         self.stacks: list[Stack] = []  # outermost folds over vectors of parameter structures
         self._folding = 0  # folds being unrolled (a fold inside a block is not a stack)
+        # Told every scope's values as they are bound (a def's arguments, a block's `let`s, a
+        # closure's arguments): the language server reads the run's numbers from them.
+        self.seen: Callable[[dict[int, Term]], None] | None = None
 
     # ---- values ---------------------------------------------------------------------------
     def eval(self, t: Term, s: dict[int, Term]) -> Term:
@@ -88,6 +91,8 @@ class Evaluator:
             s = dict(s)
             for _, uid, v in t.binds:
                 s[uid] = self.eval(v, s)
+            if self.seen is not None:
+                self.seen(s)
             return self.eval(t.body, s)
         if isinstance(t, Lam):
             return Closure(t, s)
@@ -145,12 +150,18 @@ class Evaluator:
             return self.checkpoint_value(info, pos)
         if info.code is None:
             raise Fail(pos, f"'{head}' has no body to evaluate")
-        return self.eval(info.code, {p.uid: v for p, v in zip(info.params, args)})
+        return self.scope(info.code, {p.uid: v for p, v in zip(info.params, args)})
 
     def apply_closure(self, f: Closure, args: list[Term]) -> Term:
         s = dict(f.env)
         s.update((p.uid, a) for p, a in zip(f.lam.params, args))
-        return self.eval(f.lam.body, s)
+        return self.scope(f.lam.body, s)
+
+    def scope(self, body: Term, s: dict[int, Term]) -> Term:
+        """`body` evaluated with its binders' values `s` (which `seen` is told)."""
+        if self.seen is not None:
+            self.seen(s)
+        return self.eval(body, s)
 
     # ---- graph ----------------------------------------------------------------------------
     def emit(self, info: DefInfo, values: list[Term], pos: Pos) -> TensorV:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import ConfigError, Diagnostic, LeanError, Pos
 from ..ir.graph import Graph, Input, Output, Param
@@ -46,12 +46,15 @@ __all__ = ["LeanSignatures", "instantiate_model"]
 
 
 def instantiate_model(prog: Program, model: str, values: dict[str, Any], *,
-                      max_unroll: int | None = None) -> Graph:
+                      max_unroll: int | None = None,
+                      seen: Callable[[dict[int, Term]], None] | None = None) -> Graph:
     """Build the graph of `model` for the given argument values (keyed by binder name).
     `max_unroll` bounds the elements of one `Vector` (layers) the model may unroll; default
-    `$TYR_MAX_UNROLL`, else 4096."""
+    `$TYR_MAX_UNROLL`, else 4096. `seen` is told the values of every scope evaluated
+    (`Evaluator.seen`)."""
     info = prog.find_model(model)
     ev = Evaluator(prog.env, max_unroll if max_unroll is not None else _max_unroll())
+    ev.seen = seen
     try:
         return _instantiate(ev, info, dict(values))
     except Fail as err:
@@ -119,7 +122,7 @@ def _instantiate(ev: Evaluator, info: DefInfo, values: dict[str, Any]) -> Graph:
                               f"structure and tensors")
         s[p.uid] = term
     assert info.code is not None
-    out = ev.eval(info.code, s)
+    out = ev.scope(info.code, s)
     outputs = []
     flat = _flatten(out)
     for i, t in enumerate(flat):
