@@ -46,14 +46,16 @@ from pytyr.train.threads import threads_kept
 
 
 def graph_values(source: ModelSource, model: str, raw: dict[str, Any], where: str, *,
-                 data: bool = False, memo: dict[str, Any] | None = None) -> dict[str, Any]:
+                 data: bool = False, memo: dict[str, Any] | None = None,
+                 peek: bool = False) -> dict[str, Any]:
     """The model's values for `tyr graph`: the config's `model` table, plus the dims its
     task's feeds determine and the bounds of its inputs the config alone decides (a prompt
     vocabulary's size; as `tyr train` would instantiate it on one process). With `data`, the
     config fields that only the data decides (`c.vocab` from the corpus) and the config leaves
-    out are read from the task's data, as `tyr train` does; the data is prepared only then
-    (the editor's values, without `data`, never read it), and once per `memo` over calls for
-    the models of one config."""
+    out are read from the task's data, as `tyr train` does; the data is prepared only then,
+    and once per `memo` over calls for the models of one config. With `peek` instead (the
+    editor's values), the data is never prepared: only what its metadata says
+    (`Task.peek_sizes`) fills them."""
     cfg = load_run_config(raw, where)
     if not cfg.task:
         return dict(cfg.model)
@@ -66,13 +68,19 @@ def graph_values(source: ModelSource, model: str, raw: dict[str, Any], where: st
     values = fill_dims(decl, cfg.model, task.feeds(), task.sizes(), task.name, partial=True)
     values, waiting = fill_config_fields(decl, values, task.feeds(), task.expects(),
                                          task.sizes())
-    if not (data and waiting):
+    if not (waiting and (data or peek)):
         return values
     memo = {} if memo is None else memo
     if "sizes" not in memo:
-        task.prepare()
-        memo["sizes"] = {**task.sizes(), **task.data_sizes()}
+        memo["sizes"] = {**task.sizes(), **_data_sizes(task, peek)}
     return fill_config_fields(decl, values, task.feeds(), task.expects(), memo["sizes"])[0]
+
+
+def _data_sizes(task: Task, peek: bool) -> dict[str, int]:
+    if peek:
+        return task.peek_sizes() or {}
+    task.prepare()
+    return task.data_sizes()
 
 
 @dataclasses.dataclass

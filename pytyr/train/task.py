@@ -199,6 +199,12 @@ class Task(abc.ABC):
         """Role sizes known once the data is loaded (`vocab`, `classes`, ...)."""
         return {}
 
+    def peek_sizes(self) -> dict[str, int] | None:
+        """The sizes of `data_sizes` read from the data's metadata alone, without preparing
+        it (the editor asks for every model it shows, and must not read a corpus); None when
+        only `prepare` can tell."""
+        return None
+
     @abc.abstractmethod
     def batch(self, k: int) -> Batch:
         """Micro-batch `k` of this rank, a pure function of `k`."""

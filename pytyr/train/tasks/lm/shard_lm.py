@@ -67,19 +67,29 @@ class ShardLM(LanguageModelTask):
             paths.append(path)
         return paths
 
+    def _meta(self) -> tuple[Path, dict[str, Any]]:
+        """The shard directory and its meta.json, checked against its own checksum."""
+        root = input_dir(self.options.data, "shard directory")
+        meta = read_json(root / "meta.json", "shard metadata")
+        problem = stamp_problem(meta)
+        if problem:
+            raise DataError(f"{root}/meta.json: {problem}; re-run `tyr data prepare`")
+        if not isinstance(meta.get("vocab_size"), int) \
+                or meta.get("format") not in ("fineweb", "nanogpt"):
+            raise DataError(f"{root}/meta.json: needs an integer vocab_size and the shard "
+                            f"format; re-run `tyr data prepare`")
+        return root, meta
+
+    def peek_sizes(self) -> dict[str, int]:
+        """The vocabulary meta.json names (the shards are not read)."""
+        return {"vocab": int(self._meta()[1]["vocab_size"])}
+
     def prepare(self) -> str:
         from pytyr.data.iterators import SequentialBatchIterator
         from pytyr.data.tokenizer import load_tokenizer
 
-        root = input_dir(self.options.data, "shard directory")
-        self.meta = read_json(root / "meta.json", "shard metadata")
-        problem = stamp_problem(self.meta)
-        if problem:
-            raise DataError(f"{root}/meta.json: {problem}; re-run `tyr data prepare`")
-        vocab, fmt = self.meta.get("vocab_size"), self.meta.get("format")
-        if not isinstance(vocab, int) or fmt not in ("fineweb", "nanogpt"):
-            raise DataError(f"{root}/meta.json: needs an integer vocab_size and the shard "
-                            f"format; re-run `tyr data prepare`")
+        root, self.meta = self._meta()
+        vocab, fmt = self.meta["vocab_size"], self.meta["format"]
         bos = self.meta.get("bos_id") if self.options.bos_aligned else None
         if self.options.bos_aligned and bos is None:
             raise DataError(f"{root}: the tokenizer has no BOS, so rows cannot be BOS-aligned; "
