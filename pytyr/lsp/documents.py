@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from .analysis import Analysis, analyse
 from .lookup import Lookup
+from .runs import Runs, model_runs
 from .values import Values, config_beside, model_values
 
 WAIT_S = 10.0  # the longest a request waits for a check before it answers from an older one
@@ -37,16 +38,19 @@ class Doc:
 
 @dataclass
 class State:
-    """The newest finished check of a document, with its config's values."""
+    """The newest finished check of a document, with its config's values and, once asked
+    for, its models' runs."""
 
     analysis: Analysis
     values: Values | None = None
+    runs: Runs | None = None
     _lookup: Lookup | None = None
+    _running: asyncio.Future | None = None
 
     @property
     def lookup(self) -> Lookup:
         if self._lookup is None:
-            self._lookup = Lookup(self.analysis, self.values)
+            self._lookup = Lookup(self.analysis, self.values, self.runs)
         return self._lookup
 
 
@@ -152,7 +156,7 @@ class Documents:
         if a.prog is None or doc.text is not text:  # edited since: the next check's are due
             return None
         try:
-            return model_values(a.prog, a.path, config_beside(a.path))
+            return model_values(a.prog, a.path, config_beside(a.path), peek=True)
         except Exception as err:  # noqa: BLE001 — a config is a hover's extra, never a crash
             self.log(f"config values of {a.shown}: {type(err).__name__}: {err}")
             return Values(problem=str(err))
@@ -173,6 +177,25 @@ class Documents:
                 self.log(f"check of {uri} failed: {type(err).__name__}: {err}")
                 break
         return self.states.get(uri)
+
+    async def ready(self, uri: str) -> State | None:
+        """`state`, with the runs of its models (instantiated on the extras' thread the first
+        time a hover or the inlay hints of this check ask: an edit's check never waits)."""
+        st = await self.state(uri)
+        if st is None or st.runs is not None or not (st.values and st.values.models) \
+                or st.analysis.prog is None:
+            return st
+        if st._running is None:
+            st._running = asyncio.ensure_future(self.run(model_runs, st.analysis.prog,
+                                                         st.values.models))
+        try:
+            runs = await asyncio.shield(st._running)
+        except Exception as err:  # noqa: BLE001 — the numbers are an extra: answer without
+            self.log(f"runs of {uri}: {type(err).__name__}: {err}")
+            runs = Runs()
+        if st.runs is None:
+            st.runs, st._lookup = runs, None
+        return st
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """`fn(*args)` on the extras' thread (an extra check, for completion or a fix)."""

@@ -15,6 +15,7 @@ from ..lean.terms import FLOAT, NAT, FLit, Lit, Opaque, Term
 from .analysis import Analysis
 from .display import Shower, signature
 from .record import Typed
+from .runs import MAX_SHOWN, Runs, RunTypes
 from .scopes import Binding, Decl, binding_named_at, declarations, visible
 from .text import Point, Span, contains
 from .values import Resolver, Values
@@ -36,11 +37,13 @@ class Found:
 class Lookup:
     """Questions about one analysis (build one per analysis and config)."""
 
-    def __init__(self, a: Analysis, values: Values | None = None) -> None:
+    def __init__(self, a: Analysis, values: Values | None = None,
+                 runs: Runs | None = None) -> None:
         self.a = a
         self.env = a.prog.env if a.prog is not None else None
         self.shower = Shower(self.env) if self.env is not None else None
         self.resolver = Resolver(self.env, values.values) if values and self.env else None
+        self.runs = RunTypes(self.env, runs) if runs and self.env else None
         self.decls: list[Decl] = declarations(a.source, a.module, a.spans) if a.module else []
         self.by_expr: dict[int, Typed] = {id(t.expr): t for _, t in a.typed}
         self.app_of: dict[int, Typed] = {id(t.expr.fn): t for _, t in a.typed
@@ -125,25 +128,43 @@ class Lookup:
 
     # ---- pieces -------------------------------------------------------------------------
     def resolve(self, f: Found, ty: Term, t: Typed) -> None:
-        if self.resolver is None:
-            return
-        r = self.resolver.resolve(ty, t.elab.decl, t.elab.mctx)
-        if r is not None:
-            shown = self.shower.term(r)
-            if shown != f.type:
-                f.resolved = shown
+        shown = self._numbers(ty, t)
+        if shown is not None and shown != f.type:
+            f.resolved = shown
 
     def value(self, f: Found, term: Term, ty: Term, t: Typed) -> None:
-        if self.resolver is None or isinstance(term, Opaque):
+        if isinstance(term, Opaque):
             return
         try:
             if self.shower.norm(ty) not in (NAT, FLOAT):
                 return
         except Exception:  # noqa: BLE001 — display only
             return
-        r = self.resolver.resolve(term, t.elab.decl, t.elab.mctx)
-        if isinstance(r, (Lit, FLit)):
-            f.value = self.shower.term(r)
+        f.value = self._numbers(term, t, numbers_only=True)
+
+    def _numbers(self, t: Term, typed: Typed, numbers_only: bool = False) -> str | None:
+        """`t` with the numbers of the runs that reached it (each distinct result, with its
+        model where models differ); else with the config's value of each binder named as a
+        model argument (a file whose models cannot run); None when neither applies."""
+        found = self.runs.resolve(t, typed.elab.mctx) if self.runs is not None else []
+        if not found and self.resolver is not None:
+            r = self.resolver.resolve(t, typed.elab.decl, typed.elab.mctx)
+            found = [("", r)] if r is not None else []
+        if numbers_only:
+            found = [(m, r) for m, r in found if isinstance(r, (Lit, FLit))]
+        if not found:
+            return None
+        by_text: dict[str, list[str]] = {}
+        for model, r in found:
+            models = by_text.setdefault(self.shower.term(r), [])
+            if model and model not in models:
+                models.append(model)
+        if len(by_text) == 1:
+            return next(iter(by_text))
+        tagged = len({tuple(ms) for ms in by_text.values()}) > 1
+        parts = [text + (f" ({', '.join(ms)})" if tagged and ms else "")
+                 for text, ms in list(by_text.items())[:MAX_SHOWN]]
+        return " | ".join(parts) + (" | …" if len(by_text) > MAX_SHOWN else "")
 
     def _in_scope(self, b: Binding) -> Typed | None:
         """The first term elaborated where `b` is visible (its context has `b`'s type)."""

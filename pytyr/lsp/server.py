@@ -134,11 +134,13 @@ def did_change_watched(ls: TyrServer, params: lsp.DidChangeWatchedFilesParams) -
                     ls.documents.schedule(uri)
 
 
-async def _found(ls: TyrServer, params: lsp.TextDocumentPositionParams) -> tuple[Any, Any]:
+async def _found(ls: TyrServer, params: lsp.TextDocumentPositionParams, runs: bool = False
+                 ) -> tuple[Any, Any]:
     """The document's checked state and what is at the request's position (None, None when
     the document is unknown; (state, None) when nothing is there or the document was too
-    large to check)."""
-    st = await ls.documents.state(params.text_document.uri)
+    large to check); `runs`: with the numbers of its models' runs."""
+    uri = params.text_document.uri
+    st = await (ls.documents.ready(uri) if runs else ls.documents.state(uri))
     if st is None or st.analysis.refused:
         return st, None
     return st, st.lookup.at(ls.units.point(st.analysis.source.lines, params.position))
@@ -147,7 +149,7 @@ async def _found(ls: TyrServer, params: lsp.TextDocumentPositionParams) -> tuple
 @server.feature(lsp.TEXT_DOCUMENT_HOVER)
 @answered
 async def hover(ls: TyrServer, params: lsp.HoverParams) -> lsp.Hover | None:
-    st, f = await _found(ls, params)
+    st, f = await _found(ls, params, runs=True)
     if f is None:
         return None
     a = st.analysis

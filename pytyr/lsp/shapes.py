@@ -14,6 +14,7 @@ from ..lean import syntax as S
 from ..paths import input_file, read_text
 from .analysis import analyse
 from .lookup import Found, Lookup
+from .runs import model_runs
 from .scopes import Decl
 from .values import Values, config_beside, model_values
 
@@ -32,7 +33,8 @@ def shapes(file: str, config: str | None = None, line: int | None = None
     values = model_values(a.prog, path, cfg, data=True) if a.prog is not None else Values()
     if config and values.problem:
         raise ConfigError(values.problem)
-    look = Lookup(a, values)
+    runs = model_runs(a.prog, values.models) if a.prog is not None else None
+    look = Lookup(a, values, runs)
     decls = look.decls
     if line is not None:
         decls = [d for d in decls if d.span[0][0] <= line <= d.span[1][0]]

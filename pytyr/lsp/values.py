@@ -1,11 +1,13 @@
-"""The config's numbers in a type: `T #[b, t, c.n_embd]` → `T #[12, 64, 128]`.
+"""The config's values for a file's models, and the fallback that substitutes them by name.
 
 The values are those `tyr graph` and `tyr train` give a `@[model]`: the `config.json` beside
-the file (or the one named), its `model` table, and the dims the config's task feeds
-(`pytyr.train.run.graph_values`: `b` from the batch, `t` from the sequence length). Inside a
-declaration, a binder takes the value of the model argument of the same name when the value
-fits the binder's type (a `Nat`, a `Float`, a config structure whose fields are all given);
-the substituted type is then normalised by the checker's own `defeq.Normalizer`.
+the file (or the one named), its `model` table, the dims the config's task feeds
+(`pytyr.train.run.graph_values`: `b` from the batch, `t` from the sequence length), and the
+fields only the data decides (`c.vocab`), from the data's metadata in the editor. The numbers
+a hover shows come from running the models with them (`runs.py`); where no run reaches a term
+(a file whose models cannot be instantiated), `Resolver` gives a binder the value of the model
+argument of the same name when the value fits the binder's type (a `Nat`, a `Float`, a config
+structure whose fields are all given), normalised by the checker's own `defeq.Normalizer`.
 """
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ class Values:
 
     path: Path | None = None  # the config file
     values: dict[str, Any] = field(default_factory=dict)  # model argument → value
+    models: dict[str, dict[str, Any]] = field(default_factory=dict)  # each model's values
     problem: str | None = None  # a config that cannot be read or does not fit
 
     def __bool__(self) -> bool:
@@ -73,17 +76,18 @@ _CACHE: dict[tuple, Values] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def model_values(prog: Program, file: Path, config: Path | None, *, data: bool = False
-                 ) -> Values:
+def model_values(prog: Program, file: Path, config: Path | None, *, data: bool = False,
+                 peek: bool = False) -> Values:
     """The values of every `@[model]` of `prog` under `config` (None: no config); with
-    `data` (`tyr shapes`, not the editor), those only the task's data decides read from it,
-    as `tyr graph` does."""
+    `data`, those only the task's data decides read from it, as `tyr graph` does (`tyr
+    shapes`); with `peek` instead, from the data's metadata alone (the editor: a corpus is
+    never read)."""
     if config is None:
         return Values()
     models = sorted(prog.models().items())
     try:
         st = config.stat()
-        key = (str(config.resolve()), st.st_mtime_ns, st.st_size, data,
+        key = (str(config.resolve()), st.st_mtime_ns, st.st_size, data, peek,
                tuple((n, repr(i.params)) for n, i in models))
     except OSError:
         key = None
@@ -92,7 +96,7 @@ def model_values(prog: Program, file: Path, config: Path | None, *, data: bool =
             hit = _CACHE.get(key)
         if hit is not None:
             return hit
-    out = _compute(prog, config, models, data)
+    out = _compute(prog, config, models, data or peek, peek)
     if key is not None:
         with _CACHE_LOCK:
             if len(_CACHE) > 64:
@@ -101,8 +105,8 @@ def model_values(prog: Program, file: Path, config: Path | None, *, data: bool =
     return out
 
 
-def _compute(prog: Program, config: Path, models: list[tuple[str, DefInfo]], data: bool
-             ) -> Values:
+def _compute(prog: Program, config: Path, models: list[tuple[str, DefInfo]], data: bool,
+             peek: bool) -> Values:
     from ..train.run import graph_values  # loads the task registry (torch): on first use
 
     out = Values(config)
@@ -117,10 +121,11 @@ def _compute(prog: Program, config: Path, models: list[tuple[str, DefInfo]], dat
     for name, _ in models:
         try:
             vals = graph_values(_Declarations(prog), name, raw, str(config), data=data,
-                                memo=memo)
+                                memo=memo, peek=peek)
         except TyrError as err:
             out.problem = out.problem or str(err).splitlines()[0]
             continue
+        out.models[name] = vals
         for k, v in vals.items():
             out.values.setdefault(k, v)
     return out
