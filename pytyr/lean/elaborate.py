@@ -72,6 +72,7 @@ class TermElab(ApplyRules):
         self.postponed: list[tuple[Term, Term, Callable[[], Fail]]] = []
         # which application and argument assigned each metavariable (`ApplyRules.label`)
         self.origin: dict[int, tuple[str, str]] = {}
+        self.local_types: dict[int, Term] = {}  # each binder's type, for messages' names
 
     # ---- unification ----------------------------------------------------------------------
     def whnf(self, t: Term) -> Term:
@@ -147,6 +148,7 @@ class TermElab(ApplyRules):
             uid = self.env.fresh_uid()
             params.append(Param(b.name, uid, b.kind, ty, default, b.tactic))
             ctx = ctx.push(b.name, Var(b.name, uid), ty)
+            self.local_types[uid] = ty
         return tuple(params), ctx
 
     # ---- types ----------------------------------------------------------------------------
@@ -241,17 +243,25 @@ class TermElab(ApplyRules):
         binds: list[tuple[str, int, Term]] = []
         body: S.Expr = e
         while isinstance(body, S.Let):
-            vty = self.elab_type(body.type, ctx) if body.type is not None else None
-            v, ty = self.elab(body.value, vty, ctx)
-            ty = vty or ty
+            v, ty = self.let_value(body, ctx)
             if computes(v):
                 uid = self.env.fresh_uid()
                 binds.append((body.name, uid, v))
                 v = Var(body.name, uid)
             ctx = ctx.push(body.name, v, ty)
             body = body.body
-        t, ty = self.elab(body, expected, ctx)
+        t, ty = self.let_body(body, expected, ctx)
         return (Block(tuple(binds), t) if binds else t), ty
+
+    def let_value(self, e: S.Let, ctx: Ctx) -> tuple[Term, Term]:
+        """A `let`'s value and its type (the written one, when written)."""
+        vty = self.elab_type(e.type, ctx) if e.type is not None else None
+        v, ty = self.elab(e.value, vty, ctx)
+        return v, vty or ty
+
+    def let_body(self, e: S.Expr, expected: Term | None, ctx: Ctx) -> tuple[Term, Term]:
+        """What follows a run of `let`s."""
+        return self.elab(e, expected, ctx)
 
     def index(self, e: S.Index, ctx: Ctx) -> tuple[Term, Term]:
         """`xs[i]` on a `Vector α n`: the bound `i < n` is proved as Lean's `get_elem_tactic`
@@ -303,6 +313,7 @@ class TermElab(ApplyRules):
                 m[exp_params[i].uid] = Var(b.name, uid)
             params.append(Param(b.name, uid, "explicit", ty))
             inner = inner.push(b.name, Var(b.name, uid), ty)
+            self.local_types[uid] = ty
         exp_res = subst(exp.result, m) if isinstance(exp, Pi) and len(exp_params) == len(params) \
             else None
         body, bty = self.elab(e.body, exp_res, inner)

@@ -1,10 +1,8 @@
 """Types and declarations as an author reads them: `T #[b, t, c.n_embd]`, signatures.
 
-The checker keeps types as it unifies them: a solved implicit argument is a normal form
-(`c.n_head * c.head_dim`) and a def on a structure is an application (`GPTConfig.n_embd c`).
-For display, as Lean's delaborator does with field notation, `S.f x` is shown `x.f`, and a
-normal form equal to `x.f` for a structure-typed local `x` is shown `x.f` again: the same
-term up to unfolding, in the words of the source.
+Types are folded into the author's names by the checker's own convention (`lean/folding.py`:
+`S.f x` shown `x.f`, a normal form equal to `x.f` for a structure-typed local shown `x.f`),
+so a hover names a width as the checker's error messages do.
 """
 from __future__ import annotations
 
@@ -12,93 +10,46 @@ from typing import Any, Callable
 
 from ..lean.defeq import Normalizer
 from ..lean.env import CtorInfo, DefInfo, Env, IndInfo, StructInfo
-from ..lean.terms import (
-    App,
-    FloatOp,
-    MetaCtx,
-    NatOp,
-    Pi,
-    Proj,
-    Term,
-    instantiate,
-    map_children,
-    show,
-)
+from ..lean.folding import Folder
+from ..lean.terms import App, MetaCtx, Pi, Term, Var, instantiate, show
 from .record import Typed
 
 
-def field_defs(env: Env, sname: str) -> list[DefInfo]:
-    """Defs `S.f (x : S) : A := …` with a value: what `x.f` unfolds to."""
-    out = []
-    for name, info in env.decls.items():
-        if not (isinstance(info, DefInfo) and name.startswith(sname + ".")
-                and "." not in name[len(sname) + 1:]):
-            continue
-        ps = info.params
-        if len(ps) == 1 and ps[0].kind == "explicit" and info.value is not None \
-                and isinstance(ps[0].type, App) and ps[0].type.head == sname:
-            out.append(info)
-    return out
-
-
 class Shower:
-    """Shows the types of one declaration's terms, folded back into field notation."""
+    """Shows the types of one program's terms, in the author's names."""
 
     def __init__(self, env: Env) -> None:
         self.env = env
         self.norm = Normalizer(MetaCtx(), env.unfold)
-        self._fields: dict[str, list[DefInfo]] = {}
-        self._folds: dict[int, dict[Term, Term]] = {}
+        self.folder = Folder(env, self.norm)
+        self._types: dict[int, dict[int, Term]] = {}
 
-    def _field_defs(self, sname: str) -> list[DefInfo]:
-        if sname not in self._fields:
-            self._fields[sname] = field_defs(self.env, sname)
-        return self._fields[sname]
-
-    def folds(self, typed: Typed) -> dict[Term, Term]:
-        """Normal form → `x.f`, for the structure-typed locals of `typed`'s context."""
+    def types(self, typed: Typed) -> dict[int, Term]:
+        """The type of each local of `typed`'s context, by uid."""
         key = id(typed.ctx)
-        if key in self._folds:
-            return self._folds[key]
-        out: dict[Term, Term] = {}
-        c = typed.ctx
-        while c is not None and c.local is not None:
-            ty = c.local.type
-            if isinstance(ty, App) and isinstance(self.env.get(ty.head), StructInfo):
-                for d in self._field_defs(ty.head):
-                    try:
-                        nf = self.norm(App(d.name, (c.local.term,)))
-                    except Exception:  # noqa: BLE001 — display only: a term too large, …
-                        continue
-                    if isinstance(nf, (NatOp, FloatOp)):
-                        out.setdefault(nf, Proj(c.local.term, d.name.rsplit(".", 1)[-1]))
-            c = c.parent
-        self._folds[key] = out
-        return out
+        hit = self._types.get(key)
+        if hit is None:
+            hit = {}
+            c = typed.ctx
+            while c is not None and c.local is not None:
+                if isinstance(c.local.term, Var):
+                    hit.setdefault(c.local.term.uid, c.local.type)
+                c = c.parent
+            self._types[key] = hit
+        return hit
 
     def term(self, t: Term, typed: Typed | None = None, mctx: MetaCtx | None = None) -> str:
         if mctx is not None:
             t = instantiate(t, mctx)
-        return show(self.fold(t, self.folds(typed) if typed is not None else {}))
+        return show(self.folder.fold(t, self.types(typed) if typed is not None else {}))
 
     def plain(self, t: Term) -> str:
         """A declared type (no local context): only `S.f x` is shown `x.f`."""
-        return show(self.fold(t, {}))
+        return show(self.folder.fold(t, {}))
 
     def typed(self, typed: Typed) -> str:
         """The type of a recorded term, its metavariables solved as the checker left them."""
         return self.term(typed.type, typed, typed.elab.mctx)
-
-    def fold(self, t: Term, folds: dict[Term, Term]) -> Term:
-        hit = folds.get(t)
-        if hit is not None:
-            return hit
-        t = map_children(t, lambda c: self.fold(c, folds))
-        if isinstance(t, App) and len(t.args) == 1 and "." in t.head:
-            sname, f = t.head.rsplit(".", 1)
-            if any(d.name == t.head for d in self._field_defs(sname)):
-                return Proj(t.args[0], f)
-        return t
 
 
 def signature(name: str, info: Any, shown: Callable[[Term], str] = show) -> str:
