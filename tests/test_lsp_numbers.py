@@ -1,8 +1,10 @@
-"""The numbers a hover shows are the run's, through a real client (pytest-lsp): a helper whose
-binder shares a model argument's name but is called with another value (a ViT layer applied to
-the class token plus `t` patches) shows its call's sizes, the graph's; a helper's dims fixed by
-its one call show their numbers; a model whose `c.vocab` comes from the data (the README's
-own-data config) shows the data's vocabulary, read from the shards' meta.json alone."""
+"""The types a hover shows, through a real client (pytest-lsp). The numbers are the run's: a
+helper whose binder shares a model argument's name but is called with another value (a ViT
+layer applied to the class token plus `t` patches) shows its call's sizes, the graph's; a
+helper's dims fixed by its one call show their numbers; a model whose `c.vocab` comes from the
+data (the README's own-data config) shows the data's vocabulary, read from the shards'
+meta.json alone. The names are the author's, in hovers and error messages alike, and the
+bindings before and after an error have hovers."""
 from __future__ import annotations
 
 import json
@@ -16,7 +18,16 @@ import pytest_lsp
 from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from lsp_session import GPT, SERVER, at, diagnostics, hover_text, init_params, open_doc
+from lsp_session import (
+    GPT,
+    SERVER,
+    at,
+    diagnostics,
+    hover_text,
+    init_params,
+    open_doc,
+    replace_all,
+)
 from pytyr.cli import main
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -163,3 +174,46 @@ async def test_damaged_metadata_is_named_in_the_hover(client: LanguageClient, sh
     z = await hover_text(client, uri, at(text, "let z := logits", 4))
     assert "z : T #[b, t, c.vocab]" in z
     assert "config not applied" in z and "meta.json: its contents do not match" in z
+
+
+TOKENS = VIT.replace("""  gw : Nat
+""", """  gw : Nat
+
+def ViTConfig.tokens (c : ViTConfig) : Nat := 1 + c.gh * c.gw
+""").replace("""(x : T #[b, t, c.d])
+    (cls : T #[b, 1, c.d]) : T #[b, 1 + t, c.d] :=
+  let z := catSeq3 cls x
+  layer p.w z""", """(x : T #[b, c.gh * c.gw, c.d])
+    (cls : T #[b, 1, c.d]) : T #[b, c.tokens, c.d] :=
+  let z := catSeq3 cls x
+  let w := add z x
+  let y := layer p.w z
+  let u := gelu y
+  add u w""")
+
+
+async def test_error_and_hover_name_a_size_alike_and_hover_past_the_error(
+        client: LanguageClient, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(VIT_CONFIG))
+    uri = open_doc(client, tmp_path / "ViT.lean", TOKENS)
+    (d,) = await diagnostics(client, uri, lambda ds: len(ds) > 0)
+    # `1 + c.gh * c.gw` is `c.tokens`, in the message as in the hover (the author's name)
+    assert d.range.start.line == at(TOKENS, "let w := add z x").line
+    assert d.message.startswith("argument 'y' of 'add' has type T #[b, c.gh * c.gw, c.d] but "
+                                "is expected to have type T #[b, c.tokens, c.d];")
+    z = await hover_text(client, uri, at(TOKENS, "let z", 4))
+    assert "z : T #[b, c.tokens, c.d]" in z  # before the error
+    # after it: the bindings that follow still have their types
+    y = await hover_text(client, uri, at(TOKENS, "let y", 4))
+    assert y is not None and "y : T #[b, c.tokens, c.d]" in y
+    u = await hover_text(client, uri, at(TOKENS, "let u", 4))
+    assert u is not None and "u : T #[b, c.tokens, c.d]" in u
+    # the erroneous `w` itself: the `add`'s result, typed by its first argument
+    w = await hover_text(client, uri, at(TOKENS, "let w", 4))
+    assert w is not None and "w : T #[b, c.tokens, c.d]" in w
+    # the fix leaves one convention: no error, the same hover
+    fixed = TOKENS.replace("let w := add z x", "let w := add z z")
+    replace_all(client, uri, fixed, 2)
+    await diagnostics(client, uri, lambda ds: ds == [])
+    y = await hover_text(client, uri, at(fixed, "let y", 4))
+    assert "y : T #[b, c.tokens, c.d]" in y and "`T #[2, 7, 24]`" in y

@@ -16,7 +16,8 @@ from ..lean import syntax as S
 from ..lean.check import Checker
 from ..lean.context import Ctx
 from ..lean.elaborate import TermElab
-from ..lean.terms import Term
+from ..lean.failure import Fail
+from ..lean.terms import Opaque, Term
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,10 +52,18 @@ class Record:
 
 class RecordingElab(TermElab):
     """The checker's elaborator, noting what it elaborates; it checks exactly as the plain one
-    (each method calls the plain one and only looks at its result)."""
+    (each method calls the plain one and only looks at its result).
+
+    One addition, for hovers after an error: when a `let`'s value fails, the rest of its run
+    of `let`s is still elaborated, as Lean's error recovery does (the failed value is a
+    `sorry` of its written type, or of an unknown one), so that the bindings after the error
+    have types; then the first error is raised, exactly as the plain elaborator raised it.
+    Nothing after it is reported.
+    """
 
     record: Record
     quiet = False  # set while the server elaborates a piece on its own (a name's prefix)
+    _failed: Fail | None = None  # the first error of the run of `let`s being elaborated
 
     def elab(self, e: S.Expr, expected: Term | None, ctx: Ctx,
              soft: bool = False) -> tuple[Term, Term]:
@@ -62,6 +71,51 @@ class RecordingElab(TermElab):
         if not self.quiet:
             self.record.typed.append(Typed(e, term, ty, ctx, self))
         return term, ty
+
+    def let_chain(self, e: S.Let, expected: Term | None, ctx: Ctx) -> tuple[Term, Term]:
+        if self.quiet:
+            return super().let_chain(e, expected, ctx)
+        outer, self._failed = self._failed, None
+        try:
+            out = super().let_chain(e, expected, ctx)
+            failed = self._failed
+        finally:
+            self._failed = outer
+        if failed is not None:
+            raise failed
+        return out
+
+    def let_value(self, e: S.Let, ctx: Ctx) -> tuple[Term, Term]:
+        if self.quiet:
+            return super().let_value(e, ctx)
+        try:
+            return super().let_value(e, ctx)
+        except Exception as err:  # noqa: BLE001 — after the first error anything is ignored
+            if self._failed is None:
+                if not isinstance(err, Fail):
+                    raise
+                self._failed = err
+        return Opaque("sorry"), self._written(e, ctx) or self.mctx.fresh(e.name)
+
+    def let_body(self, e: S.Expr, expected: Term | None, ctx: Ctx) -> tuple[Term, Term]:
+        if self._failed is None or self.quiet:
+            return super().let_body(e, expected, ctx)
+        try:
+            return super().let_body(e, expected, ctx)
+        except Exception:  # noqa: BLE001 — recovering: the first error is the one raised
+            return Opaque("sorry"), expected or self.mctx.fresh("body")
+
+    def _written(self, e: S.Let, ctx: Ctx) -> Term | None:
+        """A `let`'s written type, if it elaborates (quietly: it was recorded already)."""
+        if e.type is None:
+            return None
+        self.quiet = True
+        try:
+            return self.elab_type(e.type, ctx)
+        except Exception:  # noqa: BLE001
+            return None
+        finally:
+            self.quiet = False
 
     def head(self, fn: S.Expr, expected: Term | None, ctx: Ctx) -> tuple:
         out = super().head(fn, expected, ctx)
