@@ -5,7 +5,8 @@ when a `config.json` is beside the file), go-to-definition into the user's files
 `Tyr/*.lean`, document symbols, completion, and the code actions of `actions.py`.
 Every request gets an answer: a fault while answering is logged and answered with nothing;
 what a client sends broken is answered or logged by `rpc.py` (the protocol over stdio).
-Initialization options: `{"debounceMs": 150}` (the quiet time before a re-check).
+Inlay hints give each `let`'s type inline (`inlay.py`). Initialization options:
+`{"debounceMs": 150}` (the quiet time before a re-check), `{"inlayHints": false}`.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from .analysis import Analysis, analyse
 from .complete import items, patched, site
 from .convert import Units, diagnostics, hover_markdown, location
 from .documents import Documents
+from .inlay import let_hints
 from .rpc import TyrProtocol, serve
 from .scopes import Decl
 
@@ -36,6 +38,7 @@ class TyrServer(LanguageServer):
         super().__init__("tyr", VERSION, protocol_cls=TyrProtocol,
                          text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
         self.documents = Documents(self._publish, self._log)
+        self.inlay = True  # `{"inlayHints": false}` turns the hints off
 
     @property
     def units(self) -> Units:
@@ -87,6 +90,8 @@ def initialize(ls: TyrServer, params: lsp.InitializeParams) -> None:
     opts = params.initialization_options
     if isinstance(opts, dict) and isinstance(opts.get("debounceMs"), (int, float)):
         ls.documents.debounce = max(0.0, float(opts["debounceMs"]) / 1000)
+    if isinstance(opts, dict) and opts.get("inlayHints") is False:
+        ls.inlay = False
 
 
 @server.feature(lsp.INITIALIZED)
@@ -132,6 +137,15 @@ def did_change_watched(ls: TyrServer, params: lsp.DidChangeWatchedFilesParams) -
             for uri, doc in list(ls.documents.docs.items()):
                 if doc.path.parent == p.parent:
                     ls.documents.schedule(uri)
+            _refresh_hints(ls)
+
+
+def _refresh_hints(ls: TyrServer) -> None:
+    """Ask the client to ask again for the inlay hints (their numbers changed), if it can."""
+    caps = ls.client_capabilities.workspace
+    hints = caps.inlay_hint if caps is not None else None
+    if ls.inlay and hints is not None and hints.refresh_support:
+        ls.workspace_inlay_hint_refresh(None)
 
 
 async def _found(ls: TyrServer, params: lsp.TextDocumentPositionParams, runs: bool = False
@@ -161,6 +175,24 @@ async def hover(ls: TyrServer, params: lsp.HoverParams) -> lsp.Hover | None:
         return None
     return lsp.Hover(lsp.MarkupContent(lsp.MarkupKind.Markdown, text),
                      ls.units.range(a.source.lines, f.span))
+
+
+@server.feature(lsp.TEXT_DOCUMENT_INLAY_HINT, lsp.InlayHintOptions(resolve_provider=False))
+@answered
+async def inlay_hint(ls: TyrServer, params: lsp.InlayHintParams) -> list[lsp.InlayHint] | None:
+    if not ls.inlay:
+        return []
+    st = await ls.documents.ready(params.text_document.uri)
+    if st is None or st.analysis.refused:
+        return None
+    lines, units = st.analysis.source.lines, ls.units
+    cfg = _shown_path(st.values.path) if st.values and st.values.values else None
+    hints = let_hints(st.lookup, units.point(lines, params.range.start),
+                      units.point(lines, params.range.end), cfg)
+    return [lsp.InlayHint(units.position(lines, h.at), h.label, kind=lsp.InlayHintKind.Type,
+                          tooltip=lsp.MarkupContent(lsp.MarkupKind.Markdown, h.tooltip)
+                          if h.tooltip else None)
+            for h in hints]
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DEFINITION)
