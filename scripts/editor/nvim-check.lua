@@ -1,16 +1,18 @@
--- Neovim's built-in LSP client against `tyr lsp`, headless: open a Lean file, wait for the
--- server's diagnostics, ask for a hover, write what the editor got, quit.
+-- Neovim's built-in LSP client against `tyr lsp`, headless: set the client up as TYR_INIT says
+-- (docs/editor.md's snippet for this Neovim, which the test writes out), open a Lean file, wait
+-- for the server's diagnostics, press `K` on TYR_HOVER, read the hover's window, quit.
 --
---   TYR_FILE=examples/gpt/GPT.lean TYR_OUT=out.txt [TYR_PYTHON=.venv/bin/python] \
---   [TYR_HOVER=LINE:COL] nvim --headless --clean -u NONE -c 'luafile scripts/editor/nvim-check.lua'
+--   TYR_INIT=setup.lua TYR_FILE=examples/gpt/GPT.lean TYR_OUT=out.txt [TYR_HOVER=LINE:COL] \
+--   [TYR_HOVER_WAIT_MS=60000] nvim --headless --clean -u NONE \
+--   -c 'luafile scripts/editor/nvim-check.lua'
 --
 -- The output has one line per diagnostic, `diagnostic LINE:COL: MESSAGE` (1-based line,
--- 0-based column, as `tyr check` prints them), then `hover ` and the hover's text, then `done`.
--- Written for Neovim 0.7 (Debian 12's): `vim.lsp.start_client` + `buf_attach_client`,
--- `vim.diagnostic.get` (`vim.lsp.start` came in 0.8).
+-- 0-based column, as `tyr check` prints them), then `hover ` and the hover window's lines, then
+-- `done`. Written for Neovim 0.7 (Debian 12's) and later: `vim.diagnostic.get`, floating
+-- windows read through `nvim_win_get_config`.
 local file = assert(os.getenv("TYR_FILE"), "TYR_FILE is not set")
 local out = assert(os.getenv("TYR_OUT"), "TYR_OUT is not set")
-local python = os.getenv("TYR_PYTHON") or "python3"
+local init = assert(os.getenv("TYR_INIT"), "TYR_INIT is not set")
 local lines = {}
 if os.getenv("TYR_LSP_LOG") then vim.lsp.set_log_level("debug") end
 
@@ -20,18 +22,8 @@ local function finish(code)
   vim.cmd(code == 0 and "qa!" or "cquit! " .. code)
 end
 
-local client = vim.lsp.start_client({
-  name = "tyr",
-  cmd = { python, "-m", "pytyr.cli", "lsp" },
-  root_dir = vim.fn.getcwd(),
-  init_options = { debounceMs = 50 },
-})
-if not client then
-  table.insert(lines, "error: the language server did not start")
-  return finish(2)
-end
+dofile(init)  -- the documented setup: it starts and attaches the client when the file opens
 vim.cmd("edit " .. vim.fn.fnameescape(file))
-vim.lsp.buf_attach_client(0, client)
 
 local got = vim.wait(120000, function() return #vim.diagnostic.get(0) > 0 end, 100)
 if not got then
@@ -43,16 +35,25 @@ for _, d in ipairs(vim.diagnostic.get(0)) do
                                     d.message:gsub("\n", " ")))
 end
 
+local function floats()
+  local wins = {}
+  for _, w in ipairs(vim.api.nvim_list_wins()) do
+    if vim.api.nvim_win_get_config(w).relative ~= "" then table.insert(wins, w) end
+  end
+  return wins
+end
+
 local at = os.getenv("TYR_HOVER")
 if at then
   local l, c = at:match("(%d+):(%d+)")
-  local params = { textDocument = vim.lsp.util.make_text_document_params(),
-                   position = { line = tonumber(l) - 1, character = tonumber(c) } }
-  local res = vim.lsp.buf_request_sync(0, "textDocument/hover", params, 60000) or {}
-  for _, r in pairs(res) do
-    if r.result and r.result.contents then
-      table.insert(lines, "hover " .. r.result.contents.value:gsub("\n", " "))
-    end
+  vim.api.nvim_win_set_cursor(0, { tonumber(l), tonumber(c) })
+  vim.cmd("normal K")  -- as a user presses it: the mapping the setup made, if any
+  local wait = tonumber(os.getenv("TYR_HOVER_WAIT_MS") or "60000")
+  if not vim.wait(wait, function() return #floats() > 0 end, 50) then
+    table.insert(lines, "error: no hover window after K")
+    return finish(4)
   end
+  local shown = vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(floats()[1]), 0, -1, false)
+  table.insert(lines, "hover " .. table.concat(shown, " "))
 end
 finish(0)
