@@ -188,6 +188,13 @@ class Env:
     def fresh_uid(self) -> int:
         return next(self._uids)
 
+    def reserve_uids(self, n: int) -> int:
+        """Make every later uid at least `n` (the uids of declarations reused from another
+        check stay unique); return the next one."""
+        nxt = max(n, next(self._uids))
+        self._uids = itertools.count(nxt)
+        return nxt
+
     def __contains__(self, name: str) -> bool:
         return name in self.decls
 

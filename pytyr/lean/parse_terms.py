@@ -30,9 +30,9 @@ UNSUPPORTED_TERMS = {"if": "`if`", "match": "`match`", "do": "`do` notation",
 class TermParser:
     """Tokens, binders and terms; `parser.Parser` adds the commands."""
 
-    def __init__(self, text: str, file: str):
+    def __init__(self, text: str, file: str, tokens: list[Token] | None = None):
         self.file = file
-        self.toks = tokenize(text, file)
+        self.toks = tokens if tokens is not None else tokenize(text, file)  # lexed already
         self.i = 0
         self.pos_col: int | None = None  # column saved by Lean's withPosition
         self.depth = 0  # terms being read, one inside the other

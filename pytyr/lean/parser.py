@@ -43,11 +43,14 @@ class Parser(TermParser):
                 # `import A B` is not Lean 4: one module per `import` (Lean 4.35 says this).
                 raise self.error("unexpected identifier; expected command")
         cmds: list[S.Command] = []
+        starts: list[Pos] = []
         while self.tok.kind != "eof":
+            start = self.tok.pos
             cmd = self.command()
             if cmd is not None:
                 cmds.append(cmd)
-        return S.Module(self.file, imports, cmds)
+                starts.append(start)
+        return S.Module(self.file, imports, cmds, starts)
 
     def command(self) -> S.Command | None:
         t = self.tok

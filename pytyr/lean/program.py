@@ -74,6 +74,9 @@ class Program:
     timings: dict[str, float] = field(default_factory=dict)
     # Text to check instead of the file's, by resolved path: an editor's unsaved buffers.
     sources: dict[str, str] = field(default_factory=dict)
+    # The tokens of a text of `sources` lexed already, by resolved path (an editor lexes a
+    # buffer for its own use: once is enough).
+    lexed: dict[str, list] = field(default_factory=dict)
     _keys: set[str] = field(default_factory=set)  # resolved paths of the modules loaded
 
     def load_file(self, path: str | Path) -> None:
@@ -128,7 +131,8 @@ class Program:
             return
         parser = None
         try:
-            parser = Parser(text, shown)
+            toks = self.lexed.get(key)
+            parser = Parser(text, shown, toks if toks and toks[-1].pos.file == shown else None)
             mod = parser.module()
         except LeanError as err:
             self.diagnostics.extend(err.diagnostics)

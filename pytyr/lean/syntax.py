@@ -232,3 +232,4 @@ class Module:
     file: str
     imports: list[Import]
     commands: list[Command]
+    starts: list[Pos] = field(default_factory=list)  # each command's first token (doc, `@[`)
