@@ -14,8 +14,9 @@ from pathlib import Path
 from ..errors import Diagnostic, Pos
 from ..lean import syntax as S
 from ..lean.program import Program, is_native_module, tyr_root
+from .incremental import Cache, IncrementalProgram, module_spans
 from .record import Record, RecordingChecker, Ref, Typed
-from .text import Point, Source, Span, command_exprs, contains, expr_spans
+from .text import Point, Source, Span, contains
 
 MAX_CHARS = 1 << 19  # of a document (14x the largest example): a check of seconds at most
 MAX_LINE = 10_000  # characters of one line (a longer one is a pasted blob, not a model)
@@ -34,6 +35,7 @@ class Analysis:
     deps: set[str] = field(default_factory=set)  # resolved paths of user files it imports
     seconds: float = 0.0
     refused: bool = False  # too large to check (`oversize`): no request looks into it
+    cache: Cache | None = None  # what the next check of this file may reuse
     typed: list[tuple[Span, Typed]] = field(default_factory=list)  # of this file, with spans
     refs: list[tuple[Span, Ref]] = field(default_factory=list)
     spans: dict[int, Span] = field(default_factory=dict)  # id(syntax node) → span
@@ -71,9 +73,12 @@ class Analysis:
 
 
 def analyse(path: Path, text: str, overlay: dict[str, str] | None = None,
-            version: int | None = None, record: bool = True) -> Analysis:
+            version: int | None = None, record: bool = True,
+            previous: Analysis | None = None) -> Analysis:
     """Check `text` as the contents of `path`; `overlay`: other files' unsaved texts, by
-    resolved path. Never raises for any text: a checker fault is a diagnostic."""
+    resolved path; `previous`: an earlier check of the same file, whose declarations the
+    edit did not touch are reused (`incremental.py`). Never raises for any text: a checker
+    fault is a diagnostic."""
     t0 = time.perf_counter()
     key = str(path.resolve())
     shown = _display(path)
@@ -85,8 +90,15 @@ def analyse(path: Path, text: str, overlay: dict[str, str] | None = None,
     if is_native_module(path):  # Lean-only meta code: `lake build` checks it, not we
         return a
     rec = Record()
-    prog = Program(checker=RecordingChecker(rec)) if record else Program()
+    if record:
+        prev = previous.cache if previous is not None and previous.path == path else None
+        prog: Program = IncrementalProgram(checker=RecordingChecker(rec), root=shown, text=text,
+                                           record=rec, previous=prev)
+    else:
+        prog = Program()
     prog.sources = {**(overlay or {}), key: text}
+    if a.source.lexed is not None:
+        prog.lexed = {key: a.source.lexed}
     a.prog, a.record = prog, rec
     try:
         prog.load_file(path)
@@ -94,7 +106,10 @@ def analyse(path: Path, text: str, overlay: dict[str, str] | None = None,
         prog.diagnostics.append(Diagnostic(Pos(shown, 1, 0), f"internal error of the Tyr "
                                            f"checker ({type(err).__name__}: {err}); the file "
                                            f"could not be checked"))
+    if isinstance(prog.checker, RecordingChecker):
+        prog.checker.detach()
     a.diagnostics = list(prog.diagnostics)
+    a.cache = getattr(prog, "cache", None)
     lib = tyr_root().resolve()
     for p, mod in prog.modules.items():
         if mod.file == shown:
@@ -104,8 +119,7 @@ def analyse(path: Path, text: str, overlay: dict[str, str] | None = None,
         if lib not in rp.parents:
             a.deps.add(str(rp))
     if a.module is not None:
-        roots = [x for cmd in a.module.commands for x in command_exprs(cmd)]
-        a.spans = expr_spans(a.source, roots)
+        a.spans = module_spans(a.source, a.module, prog)
         a.typed = [(a.spans[id(t.expr)], t) for t in rec.typed
                    if t.expr.pos.file == a.shown and id(t.expr) in a.spans]
         for r in rec.refs:

@@ -61,14 +61,14 @@ class RecordingElab(TermElab):
     Nothing after it is reported.
     """
 
-    record: Record
+    record: Record | None  # None once the check is over (`RecordingChecker.detach`)
     quiet = False  # set while the server elaborates a piece on its own (a name's prefix)
     _failed: Fail | None = None  # the first error of the run of `let`s being elaborated
 
     def elab(self, e: S.Expr, expected: Term | None, ctx: Ctx,
              soft: bool = False) -> tuple[Term, Term]:
         term, ty = super().elab(e, expected, ctx, soft)
-        if not self.quiet:
+        if not self.quiet and self.record is not None:
             self.record.typed.append(Typed(e, term, ty, ctx, self))
         return term, ty
 
@@ -119,7 +119,8 @@ class RecordingElab(TermElab):
 
     def head(self, fn: S.Expr, expected: Term | None, ctx: Ctx) -> tuple:
         out = super().head(fn, expected, ctx)
-        if out[0] == "const" and isinstance(fn, S.Ident) and not self.quiet:
+        if out[0] == "const" and isinstance(fn, S.Ident) and not self.quiet \
+                and self.record is not None:
             self.record.refs.append(Ref(fn, out[1], out[2], ctx, self))
         return out
 
@@ -128,8 +129,17 @@ class RecordingChecker(Checker):
     def __init__(self, record: Record) -> None:
         super().__init__()
         self.record = record
+        self.elabs: list[RecordingElab] = []
 
     def elaborator(self, decl: str) -> TermElab:
         el = RecordingElab(self.env, self.scope, decl, self.normal_forms)
         el.record = self.record
+        self.elabs.append(el)
         return el
+
+    def detach(self) -> None:
+        """The check is over: its elaborators let go of the record (an elaborator outlives
+        its check in the terms a later check reuses, and must not keep this one's alive)."""
+        for el in self.elabs:
+            el.record = None
+        self.elabs = []

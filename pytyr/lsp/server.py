@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import os
 import sys
-import threading
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
@@ -92,16 +91,6 @@ def initialize(ls: TyrServer, params: lsp.InitializeParams) -> None:
         ls.documents.debounce = max(0.0, float(opts["debounceMs"]) / 1000)
     if isinstance(opts, dict) and opts.get("inlayHints") is False:
         ls.inlay = False
-
-
-@server.feature(lsp.INITIALIZED)
-def initialized(ls: TyrServer, params: lsp.InitializedParams) -> None:
-    def warm() -> None:  # the config's values need the task registry: load it early
-        try:
-            import pytyr.train.run  # noqa: F401
-        except Exception as err:  # noqa: BLE001
-            ls._log(f"config values unavailable: {type(err).__name__}: {err}")
-    threading.Thread(target=warm, name="tyr-warm", daemon=True).start()
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
@@ -247,7 +236,8 @@ async def completion(ls: TyrServer, params: lsp.CompletionParams) -> lsp.Complet
     a = st.analysis
     if s.dot:
         text = patched(st.analysis.source.text, s, p)
-        a = await ls.documents.run(analyse, doc.path, text, ls.documents.overlay())
+        a = await ls.documents.run(functools.partial(analyse, previous=st.analysis), doc.path,
+                                   text, ls.documents.overlay())
     good = ls.documents.good.get(uri)
     return lsp.CompletionList(is_incomplete=False,
                               items=items(s, a, good.analysis if good else None))

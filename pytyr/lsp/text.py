@@ -33,11 +33,12 @@ class Source:
 
     def __post_init__(self) -> None:
         self.lines = self.text.replace("\r\n", "\n").split("\n")
+        self.lexed: list[Token] | None = None  # every token, `eof` included
         try:
-            self.toks = [t for t in tokenize(self.text, self.file) if t.kind != "eof"] \
-                if self.lex else []
+            self.lexed = tokenize(self.text, self.file) if self.lex else None
         except (LeanError, RecursionError):
-            self.toks = []
+            pass
+        self.toks = [t for t in self.lexed if t.kind != "eof"] if self.lexed else []
         self.index = {(t.pos.line, t.pos.col): i for i, t in enumerate(self.toks)}
         self.ends = [self._end(t) for t in self.toks]
         self.match: dict[int, int] = {}
