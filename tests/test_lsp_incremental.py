@@ -10,6 +10,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytyr.errors import TyrError
 from pytyr.lean.instantiate import instantiate_model
 from pytyr.lsp.analysis import Analysis, analyse
 from pytyr.lsp.lookup import Lookup
@@ -35,7 +36,10 @@ def _view(a: Analysis) -> dict:
                            if getattr(i, "pos", None) is not None and i.pos.file == shown),
     }
     if not a.diagnostics and "gpt" in a.prog.models():
-        out["graph"] = instantiate_model(a.prog, "gpt", VALUES).to_dict()
+        try:
+            out["graph"] = instantiate_model(a.prog, "gpt", VALUES).to_dict()
+        except TyrError as err:  # an edit the checker accepts and the instantiation refuses
+            out["graph"] = str(err)
     return out
 
 

@@ -6,6 +6,8 @@ Lean" error.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..errors import Diagnostic, LeanError, Pos
 from . import syntax as S
 from .lexer import Token
@@ -28,7 +30,17 @@ UNSUPPORTED_COMMANDS = {
 
 
 
+Reuse = Callable[[list[Token], int], "tuple[S.Command, int] | None"]
+"""`reuse(tokens, i)`: a command parsed before from the same tokens from `i` on, and how many
+tokens it took (an editor's previous parse of the text being edited), or None."""
+
+
 class Parser(TermParser):
+    def __init__(self, text: str, file: str, tokens: list[Token] | None = None,
+                 reuse: Reuse | None = None):
+        super().__init__(text, file, tokens)
+        self.reuse = reuse
+
     def _same_line_ident(self) -> bool:
         return self.tok.kind == "ident" and not self.tok.nl_before
 
@@ -46,7 +58,12 @@ class Parser(TermParser):
         starts: list[Pos] = []
         while self.tok.kind != "eof":
             start = self.tok.pos
-            cmd = self.command()
+            hit = self.reuse(self.toks, self.i) if self.reuse is not None else None
+            if hit is not None:
+                cmd, n = hit
+                self.i += n
+            else:
+                cmd = self.command()
             if cmd is not None:
                 cmds.append(cmd)
                 starts.append(start)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,6 +78,9 @@ class Program:
     # The tokens of a text of `sources` lexed already, by resolved path (an editor lexes a
     # buffer for its own use: once is enough).
     lexed: dict[str, list] = field(default_factory=dict)
+    # A hook of the parser (`parser.Reuse`), by resolved path: the commands of an editor's
+    # previous parse of the text, taken again where their tokens are the same.
+    reparse: dict[str, Callable] = field(default_factory=dict)
     _keys: set[str] = field(default_factory=set)  # resolved paths of the modules loaded
 
     def load_file(self, path: str | Path) -> None:
@@ -132,7 +136,8 @@ class Program:
         parser = None
         try:
             toks = self.lexed.get(key)
-            parser = Parser(text, shown, toks if toks and toks[-1].pos.file == shown else None)
+            parser = Parser(text, shown, toks if toks and toks[-1].pos.file == shown else None,
+                            self.reparse.get(key))
             mod = parser.module()
         except LeanError as err:
             self.diagnostics.extend(err.diagnostics)

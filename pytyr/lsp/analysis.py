@@ -14,7 +14,7 @@ from pathlib import Path
 from ..errors import Diagnostic, Pos
 from ..lean import syntax as S
 from ..lean.program import Program, is_native_module, tyr_root
-from .incremental import Cache, IncrementalProgram, module_spans
+from .incremental import Cache, IncrementalProgram, module_spans, reparse_hook
 from .record import Record, RecordingChecker, Ref, Typed
 from .text import Point, Source, Span, contains
 
@@ -93,12 +93,16 @@ def analyse(path: Path, text: str, overlay: dict[str, str] | None = None,
     if record:
         prev = previous.cache if previous is not None and previous.path == path else None
         prog: Program = IncrementalProgram(checker=RecordingChecker(rec), root=shown, text=text,
-                                           record=rec, previous=prev)
+                                           source=a.source, record=rec, previous=prev)
     else:
         prog = Program()
     prog.sources = {**(overlay or {}), key: text}
     if a.source.lexed is not None:
         prog.lexed = {key: a.source.lexed}
+        hook = reparse_hook(previous.source, previous.module) \
+            if record and previous is not None and previous.path == path else None
+        if hook is not None:
+            prog.reparse = {key: hook}
     a.prog, a.record = prog, rec
     try:
         prog.load_file(path)

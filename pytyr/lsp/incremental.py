@@ -2,17 +2,17 @@
 on them, and reuses the rest; the result is the full check's (rust-analyzer's discipline,
 tested against a full check after random edits).
 
-A command of the edited file is reused when its text (from its first token to the next
-command's) is that of a command of the previous check, it starts in the same scope (namespaces,
+A command of the edited file is reused when its text (from its first token to the end of its
+last) is that of a command of the previous check, it starts in the same scope (namespaces,
 opens), and every global name its check looked up, found or not, has the version it had then.
 A name's version is a digest of what its declaration says to the checker (its signature, its
 value, a structure's fields: `fingerprint`, up to the names of bound variables), so a change
 reaches what depends on it, transitively, and a change that leaves a declaration saying the
-same (its body's layout, a doc comment, a tensor computation) stops there; the library and
-the imported files are one version (an imported file changed: nothing is reused). A reused command is replayed: its declarations, its diagnostics and its recorded terms,
-moved by the lines the text above it gained or lost. A command whose check listed the
-declarations (an error message's names do), read a checkpoint or declared an op is always
-checked again.
+same (its body's layout, a doc comment, a tensor computation) stops there; the library and the
+imported files are one version (an imported file changed: nothing is reused). A reused command
+is replayed: its declarations, its diagnostics and its recorded terms, moved by the lines the
+text above it gained or lost. A command whose check listed the declarations (an error
+message's names do), read a checkpoint or declared an op is always checked again.
 """
 from __future__ import annotations
 
@@ -24,10 +24,13 @@ from typing import Any
 from ..errors import Diagnostic, Pos
 from ..lean import syntax as S
 from ..lean.defeq import TooLarge
-from ..lean.env import CtorInfo, DefInfo, IndInfo, StructInfo
+from ..lean.env import DefInfo, IndInfo, StructInfo
 from ..lean.failure import Fail
+from ..lean.lexer import Token
+from ..lean.parser import Reuse
 from ..lean.program import Program, tyr_root
-from ..lean.terms import Block, Call, Lam, Param, Pi, Term, Var, map_children
+from ..lean.terms import Call, Term, map_children
+from .fingerprint import fingerprint
 from .record import Record, Ref, Typed
 from .text import Source, Span, command_exprs, expr_spans
 
@@ -122,6 +125,7 @@ class IncrementalProgram(Program):
 
     root: str = ""
     text: str = ""
+    source: Source | None = None  # the root's tokens: where each command's text ends
     record: Record | None = None
     previous: Cache | None = None
     cache: Cache | None = None
@@ -181,8 +185,7 @@ class _Replay:
         lines = self.prog.text.split("\n")
         try:
             for k, cmd in enumerate(self.mod.commands):
-                start = self.mod.starts[k]
-                end = self.mod.starts[k + 1] if k + 1 < len(self.mod.starts) else None
+                start, end = self.mod.starts[k], self._end(k)
                 sc = self.checker.scope
                 key = (_slice(lines, start, end), start.col, tuple(sc.namespaces),
                        tuple(sc.opens), tuple(sc.stack), self.checker.meta_imported)
@@ -195,6 +198,19 @@ class _Replay:
             self.env.decls, self.env.prims = dict(watched), dict(prims)
         self.out.next_uid = self.env.reserve_uids(0)
         self.prog.cache = self.out
+
+    def _end(self, k: int) -> Pos | None:
+        """Where command `k`'s text ends: at the end of its last token (a comment or blank
+        line after it is no part of it); None: at the end of the text."""
+        starts, src = self.mod.starts, self.prog.source
+        nxt = starts[k + 1] if k + 1 < len(starts) else None
+        if src is None or not src.toks:
+            return nxt
+        i = len(src.toks) if nxt is None else src.index.get((nxt.line, nxt.col))
+        if i is None or i == 0:
+            return nxt
+        line, col = src.ends[i - 1]
+        return Pos(starts[k].file, line, col)
 
     def _reusable(self, key: tuple, watched: _Watched) -> Entry | None:
         cands = self.old.get(key) if self.old is not None else None
@@ -281,6 +297,35 @@ class _Replay:
         self.out.reused += 1
 
 
+def reparse_hook(src: Source, mod: S.Module | None) -> Reuse | None:
+    """The parser's hook (`parser.Reuse`) that takes a command of a previous parse (`src`'s
+    tokens, `mod`) again where the new text has the same tokens at the same places, and the
+    same token after them (where the command stopped): the same parse, without parsing."""
+    toks = src.lexed
+    if not toks or mod is None or len(mod.starts) != len(mod.commands):
+        return None
+    at: dict[tuple[int, int], tuple[int, int, S.Command]] = {}
+    for k, (cmd, st) in enumerate(zip(mod.commands, mod.starts)):
+        a = src.index.get((st.line, st.col))
+        nxt = mod.starts[k + 1] if k + 1 < len(mod.starts) else None
+        b = len(toks) - 1 if nxt is None else src.index.get((nxt.line, nxt.col))
+        if a is not None and b is not None and b > a:
+            at[(st.line, st.col)] = (a, b, cmd)
+
+    def reuse(new: list[Token], i: int) -> tuple[S.Command, int] | None:
+        p = new[i].pos
+        hit = at.get((p.line, p.col))
+        if hit is None:
+            return None
+        a, b, cmd = hit
+        n = b - a
+        if i + n >= len(new) or new[i + n] != toks[b] or new[i:i + n] != toks[a:b]:
+            return None
+        return cmd, n
+
+    return reuse
+
+
 def module_spans(src: Source, mod: S.Module, prog: Program) -> dict[int, Span]:
     """`id(node)` → span for every term of `mod` (`text.expr_spans`): a replayed command's
     from its previous check, moved with it; the others' found in the tokens, and kept in
@@ -327,52 +372,6 @@ def _pair(old: Any, new: Any, out: dict[int, Any]) -> dict[int, Any]:
             if isinstance(v, (list, S.Expr, S.Arg, S.Binder, S.Field, S.Ctor)):
                 _pair(v, getattr(new, k), out)
     return out
-
-
-def fingerprint(info: Any) -> int:
-    """A digest of what a declaration says to the checker of the declarations after it (not
-    its place, doc or tensor code), the same for two checks of it whatever uids they drew."""
-    m: dict[int, int] = {}
-    if isinstance(info, DefInfo):
-        return hash(("def", info.name, info.kind, _canon_params(info.params, m),
-                     _canon(info.result, m),
-                     None if info.value is None else _canon(info.value, m),
-                     tuple(info.attrs), info.native, repr(info.op), repr(info.init),
-                     info.tensor_level, info.checkpoint))
-    if isinstance(info, StructInfo):
-        ps = _canon_params(info.params, m)
-        fields = tuple((f.name, m.setdefault(f.uid, len(m)), _canon(f.type, m),
-                        None if f.default is None else _canon(f.default, m))
-                       for f in info.fields)
-        return hash(("structure", info.name, ps, fields, tuple(info.deriving)))
-    if isinstance(info, IndInfo):
-        ps = _canon_params(info.params, m)
-        ctors = tuple((n, _canon_params(c.params, dict(m))) for n, c in info.ctors.items())
-        return hash(("inductive", info.name, ps, ctors, tuple(info.deriving)))
-    if isinstance(info, CtorInfo):
-        return hash(("ctor", info.name, info.inductive, _canon_params(info.params, m)))
-    return hash(repr(info))
-
-
-def _canon_params(ps: tuple[Param, ...], m: dict[int, int]) -> tuple:
-    return tuple(Param(p.name, m.setdefault(p.uid, len(m)), p.kind, _canon(p.type, m),
-                       None if p.default is None else _canon(p.default, m), p.tactic)
-                 for p in ps)
-
-
-def _canon(t: Term, m: dict[int, int]) -> Term:
-    """`t` with every variable numbered by its first appearance (alpha-equivalent terms are
-    equal)."""
-    if isinstance(t, Var):
-        return Var(t.name, m.setdefault(t.uid, len(m)))
-    if isinstance(t, Pi):
-        return Pi(_canon_params(t.params, m), _canon(t.result, m))
-    if isinstance(t, Lam):
-        return Lam(_canon_params(t.params, m), _canon(t.body, m))
-    if isinstance(t, Block):
-        return Block(tuple((n, m.setdefault(u, len(m)), _canon(v, m)) for n, u, v in t.binds),
-                     _canon(t.body, m))
-    return map_children(t, lambda c: _canon(c, m))
 
 
 def _pos(p: Pos, d: int, file: str) -> Pos:
