@@ -2,14 +2,14 @@
 
 An edit schedules a check of its document after a short quiet time (`debounce`); a newer
 edit replaces a scheduled one. A check reuses what the previous one found for the
-declarations the edit did not touch (`incremental.py`). Checks run on one worker thread, so the event loop keeps
-answering while one runs, and each reads every open buffer instead of its file (imports
-included). When a check is done its diagnostics are published, then the config's values
-are computed (the first time loads the task registry: torch, seconds). That and every other
-extra (a completion's check of the patched text, a fix's verification) run on a second
-worker, so that an edit's check never waits behind them; an extra for a text edited since is
-dropped. A document that imports a changed file is re-checked too. A request waits for the
-check of the text it is about (bounded).
+declarations the edit did not touch (`incremental.py`). Checks run on one worker thread, so
+the event loop keeps answering while one runs, and each reads every open buffer instead of
+its file (imports included). When a check is done its diagnostics are published; the
+config's values and the models' runs are computed when a hover or the inlay hints first ask
+for them (the first time loads the task registry: torch, seconds). That and every other extra
+(a completion's check of the patched text, a fix's verification) run on a second worker, so
+that an edit's check never waits behind them. A document that imports a changed file is
+re-checked too. A request waits for the check of the text it is about (bounded).
 """
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ class Documents:
         self.tasks: dict[str, asyncio.Task] = {}
         self.pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tyr-check")
         self.extras = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tyr-extra")
-        self._frozen = False  # long-lived objects moved out of the collector's way, once
+        self._frozen = 0  # long-lived objects moved out of the collector's way (`_freeze`)
 
     # ---- buffers ------------------------------------------------------------------------
     def open(self, uri: str, path: Path, text: str, version: int | None) -> None:
@@ -133,12 +133,7 @@ class Documents:
             if a.parsed:
                 self.good[uri] = st
             self.publish(uri, a)
-            st.values = await loop.run_in_executor(self.extras, self._values, a, doc, text)
-            st._lookup = None
-            if not self._frozen and st.values is not None:
-                self._frozen = True
-                gc.collect()
-                gc.freeze()  # the library and the task registry stay: full passes skip them
+            self._freeze(0)
         except asyncio.CancelledError:
             raise  # replaced by a newer check
         except Exception as err:  # noqa: BLE001 — the server outlives any fault of a check
@@ -158,14 +153,23 @@ class Documents:
                  f"{reused}")
         return a
 
-    def _values(self, a: Analysis, doc: Doc, text: str) -> Values | None:
-        if a.prog is None or doc.text is not text:  # edited since: the next check's are due
-            return None
+    def _freeze(self, stage: int) -> None:
+        """Move what lives long (the library after the first check, the task registry after
+        the first values) out of the collector's way: its full passes skip it."""
+        if self._frozen <= stage:
+            self._frozen = stage + 1
+            gc.freeze()
+
+    def _numbers(self, st: State) -> None:
+        """A check's config values and its models' runs (on the extras' thread)."""
+        a = st.analysis
         try:
-            return model_values(a.prog, a.path, config_beside(a.path), peek=True)
+            values = model_values(a.prog, a.path, config_beside(a.path), peek=True)
         except Exception as err:  # noqa: BLE001 — a config is a hover's extra, never a crash
             self.log(f"config values of {a.shown}: {type(err).__name__}: {err}")
-            return Values(problem=str(err))
+            values = Values(problem=str(err))
+        runs = model_runs(a.prog, values.models) if values.models else Runs()
+        st.values, st.runs, st._lookup = values, runs, None
 
     async def state(self, uri: str) -> State | None:
         """The check of the document's current text (waiting for it, bounded)."""
@@ -185,22 +189,19 @@ class Documents:
         return self.states.get(uri)
 
     async def ready(self, uri: str) -> State | None:
-        """`state`, with the runs of its models (instantiated on the extras' thread the first
-        time a hover or the inlay hints of this check ask: an edit's check never waits)."""
+        """`state`, with its config's values and its models' runs: computed on the extras'
+        thread the first time a hover or the inlay hints of this check ask (the first time
+        loads the task registry), so that an edit's check never waits for them."""
         st = await self.state(uri)
-        if st is None or st.runs is not None or not (st.values and st.values.models) \
-                or st.analysis.prog is None:
+        if st is None or st.analysis.prog is None or st.analysis.refused:
             return st
         if st._running is None:
-            st._running = asyncio.ensure_future(self.run(model_runs, st.analysis.prog,
-                                                         st.values.models))
+            st._running = asyncio.ensure_future(self.run(self._numbers, st))
         try:
-            runs = await asyncio.shield(st._running)
+            await asyncio.shield(st._running)
         except Exception as err:  # noqa: BLE001 — the numbers are an extra: answer without
-            self.log(f"runs of {uri}: {type(err).__name__}: {err}")
-            runs = Runs()
-        if st.runs is None:
-            st.runs, st._lookup = runs, None
+            self.log(f"config values of {uri}: {type(err).__name__}: {err}")
+        self._freeze(1)
         return st
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
