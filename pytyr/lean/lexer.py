@@ -101,11 +101,11 @@ def _err(file: str, line: int, col: int, msg: str) -> LeanError:
 
 
 class _Lexer:
-    def __init__(self, text: str, file: str):
+    def __init__(self, text: str, file: str, line: int = 1):
         # Lean reads `\r\n` as a line break; an isolated `\r` is an error (below).
         self.text, self.file = text.replace("\r\n", "\n"), file
         self.n = len(self.text)
-        self.i, self.line, self.col = 0, 1, 0
+        self.i, self.line, self.col = 0, line, 0
 
     def at(self, k: int = 0) -> str:
         j = self.i + k
@@ -404,5 +404,5 @@ class _Lexer:
         self.advance(1)
 
 
-def tokenize(text: str, file: str) -> list[Token]:
-    return _Lexer(text, file).tokens()
+def tokenize(text: str, file: str, line: int = 1) -> list[Token]:  # `line`: the first's
+    return _Lexer(text, file, line).tokens()

@@ -83,7 +83,9 @@ def analyse(path: Path, text: str, overlay: dict[str, str] | None = None,
     key = str(path.resolve())
     shown = _display(path)
     refused = oversize(text, shown)
-    a = Analysis(path, shown, version, Source(text, shown, lex=refused is None))
+    same = previous is not None and previous.path == path and previous.shown == shown
+    a = Analysis(path, shown, version, Source(text, shown, lex=refused is None,
+                                              previous=previous.source if same else None))
     if refused is not None:  # bounded work: not lexed, not checked
         a.diagnostics, a.refused = [refused], True
         return a

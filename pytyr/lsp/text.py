@@ -8,12 +8,13 @@ parser drops them), found by matching brackets in the token stream.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from typing import Iterator
 
 from ..errors import LeanError
 from ..lean import syntax as S
 from ..lean.lexer import NAME, Token, tokenize
+from .relex import relex
 
 Point = tuple[int, int]  # (line 1-based, column 0-based in code points), as `Pos`
 Span = tuple[Point, Point]  # [start, end)
@@ -30,12 +31,16 @@ class Source:
     text: str
     file: str
     lex: bool = True  # False: lines only (a text too large to check)
+    previous: InitVar[Source | None] = None  # an earlier version: what it lexed is reused
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, previous: Source | None) -> None:
         self.lines = self.text.replace("\r\n", "\n").split("\n")
         self.lexed: list[Token] | None = None  # every token, `eof` included
         try:
-            self.lexed = tokenize(self.text, self.file) if self.lex else None
+            if self.lex and previous is not None and previous.lexed:
+                self.lexed = relex(previous.text, previous.lexed, self.text, self.file)
+            elif self.lex:
+                self.lexed = tokenize(self.text, self.file)
         except (LeanError, RecursionError):
             pass
         self.toks = [t for t in self.lexed if t.kind != "eof"] if self.lexed else []
