@@ -11,6 +11,7 @@ Inlay hints give each `let`'s type inline (`inlay.py`). Initialization options:
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import sys
 from pathlib import Path
@@ -292,6 +293,10 @@ def main() -> NoReturn:
     """Serve stdin/stdout, then end the process with the protocol's exit code (at once: a
     check still running on its worker thread must not hold the exit)."""
     assert isinstance(server.protocol, TyrProtocol)
+    # A check makes and frees a few hundred thousand objects, nearly all freed by their
+    # counts; at Python's default threshold (700) the collector ran through a tenth of every
+    # re-check. Its passes are rarer here, and what lives long is frozen (`Documents`).
+    gc.set_threshold(20_000, 20, 20)
     code = serve(server.protocol)
     sys.stdout.flush()
     sys.stderr.flush()
