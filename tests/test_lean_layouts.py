@@ -73,7 +73,9 @@ BUGS = [
            "c.head_dim]) :\n    T #[b, c.num_heads, c.seq, c.head_dim] :=",
      "def FluxConfig.rope (c : FluxConfig) {b : Nat} (x : T #[b, c.seq, c.num_heads, "
      "c.head_dim]) :\n    T #[b, c.seq, c.num_heads, c.head_dim] :=",
-     ["argument 'x' of 'ropeGrid'", "c.txt_len + c.grid_h * c.grid_w"],
+     # the expected length folds to the author's name for it, as the hover shows it
+     ["argument 'x' of 'ropeGrid'", "T #[b, c.seq, c.num_heads, c.head_dim]",
+      "T #[?b, ?h, c.seq, c.head_dim]"],
      "ropeGrid c.txt_len"),  # caught where the rotation is applied
 ]
 

@@ -17,6 +17,7 @@ from .defeq import Normalizer, unify
 from .env import TENSOR_FAMILIES, Env
 from .failure import Fail
 from .failure import short as _short
+from .folding import Folder
 from .hints import origin_note
 from .numerals import float_literal, float_of_nat
 from .obligations import decide
@@ -73,14 +74,20 @@ class TermElab(ApplyRules):
         # which application and argument assigned each metavariable (`ApplyRules.label`)
         self.origin: dict[int, tuple[str, str]] = {}
         self.local_types: dict[int, Term] = {}  # each binder's type, for messages' names
+        self._folder: Folder | None = None
 
     # ---- unification ----------------------------------------------------------------------
     def whnf(self, t: Term) -> Term:
         return self.norm(t)
 
     def show(self, t: Term) -> str:
-        """`t` as Lean prints it: instantiated, in the author's words (`wording.py`)."""
-        return show(authored(instantiate(t, self.mctx), self.env, self.norm))
+        """`t` as Lean prints it: instantiated, in the author's words (`wording.py`), a width
+        the author named folded back to that name as hovers show it (`folding.py`:
+        `1 + c.gh * c.gw` is `c.tokens`)."""
+        if self._folder is None:
+            self._folder = Folder(self.env, self.norm)
+        written = authored(instantiate(t, self.mctx), self.env, self.norm)
+        return show(self._folder.fold(written, self.local_types))
 
     def unify(self, a: Term, b: Term) -> bool:
         mark = self.mctx.mark()
