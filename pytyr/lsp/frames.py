@@ -171,9 +171,11 @@ class FrameReader:
                 data = self._read(CHUNK)
             except (OSError, ValueError):
                 data = b""
+            put = chunks.put(data)
             try:
-                asyncio.run_coroutine_threadsafe(chunks.put(data), loop).result()
+                asyncio.run_coroutine_threadsafe(put, loop).result()
             except (RuntimeError, asyncio.CancelledError, concurrent.futures.CancelledError):
+                put.close()  # never scheduled: no "never awaited" warning at exit
                 return  # the loop is gone: the server too
             if not data:
                 return
