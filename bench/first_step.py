@@ -3,9 +3,11 @@ train`'s command against a plain PyTorch script of the same recipe, each a fresh
 
 - `tyr`: `tyr train examples/gpt/GPT.lean --model gpt` (the Lean check, the graph, the thread
   choice, the engine), its output read as it comes: the time is when `step 1/` is printed;
-- `plain`: a script as nanoGPT's `train.py` starts: import torch, read `meta.json` and
-  `train.bin` (the same cached corpus, `np.memmap`), build `bench/nanogpt.py`'s GPT of the
-  same config, `torch.optim.AdamW`, one batch, forward, backward, step; it prints `step 1`
+- `plain`: a script as nanoGPT's `train.py` starts: import torch, read `train.bin` and
+  `val.bin` (the same cached corpus, `np.memmap`), build `bench/nanogpt.py`'s GPT of the
+  same config, `torch.optim.AdamW`, estimate the loss of both splits over `eval_iters`
+  batches (nanoGPT's `estimate_loss` at iteration 0, as the recipe's evaluation at step 0),
+  then one batch, forward, backward, step; it prints `step 1`
   (tyr with `train.max_iters=20`: a log file gets a line every twentieth of the run, so the
   first step is printed; nothing before the first step depends on the run's length).
 
@@ -38,12 +40,23 @@ from bench.nanogpt import GPT, GPTConfig
 cfg = json.load(open(sys.argv[1]))
 c, t = cfg["model"]["c"], cfg["train"]
 torch.manual_seed(t.get("seed", 1337))
-data = np.memmap(sys.argv[2] + "/train.bin", dtype=np.uint16, mode="r")
-ix = torch.randint(len(data) - c["block"], (t["batch"],))
-x = torch.stack([torch.from_numpy(data[i:i + c["block"]].astype(np.int64)) for i in ix])
-y = torch.stack([torch.from_numpy(data[i + 1:i + 1 + c["block"]].astype(np.int64)) for i in ix])
+splits = {s: np.memmap(f"{sys.argv[2]}/{s}.bin", dtype=np.uint16, mode="r")
+          for s in ("train", "val")}
+def get_batch(split):
+    data = splits[split]
+    ix = torch.randint(len(data) - c["block"], (t["batch"],))
+    x = torch.stack([torch.from_numpy(data[i:i + c["block"]].astype(np.int64)) for i in ix])
+    y = torch.stack([torch.from_numpy(data[i + 1:i + 1 + c["block"]].astype(np.int64))
+                     for i in ix])
+    return x, y
 model = GPT(GPTConfig.from_tyr(c))
 opt = torch.optim.AdamW(model.parameters(), lr=t["lr"])
+model.eval()
+with torch.no_grad():  # nanoGPT's estimate_loss at iteration 0
+    for split in splits:
+        losses = [model(*get_batch(split))[1].item() for _ in range(t["eval_iters"])]
+model.train()
+x, y = get_batch("train")
 _, loss = model(x, y)
 loss.backward()
 opt.step()
