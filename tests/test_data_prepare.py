@@ -180,3 +180,67 @@ def test_a_full_disk_at_any_write_is_one_line_and_leaves_nothing(tmp_path, monke
         assert err.count("\n") == 1 and f"{out}/" in err and "No space left on device" in err, err
         assert "internal error" not in err
         assert sorted(p.name for p in out.iterdir()) == ["keep.txt"], f"write {k}"
+
+
+def _contents(root: Path) -> dict[str, str]:
+    """Every file under `root` (hidden ones included) by relative path, with its SHA-256."""
+    return {str(p.relative_to(root)): file_sha256(p) for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def test_an_interrupted_prepare_leaves_the_data_set_already_there_unchanged(tmp_path,
+                                                                            monkeypatch):
+    # a data set is prepared, then prepared again from other documents and interrupted at
+    # each of its writes (the tokens, every shard, the tokenizer's copy, meta.json): the
+    # first data set is still there, every file the same, and nothing of the second is left
+    import pytyr.atomic as atomic
+    import pytyr.data.prepare as prepare
+
+    write_dataset(tmp_path / "old", files=1)
+    write_dataset(tmp_path / "new", files=2)
+    out = tmp_path / "out"
+    prepare_parquet(tmp_path / "old", TOK, out, shard_tokens=200, val_tokens=100,
+                    progress=False)
+    (out / "keep.txt").write_text("mine")
+    before = _contents(out)
+    real_append, real_atomic = prepare._append, atomic.atomic_write
+    calls = [0]
+
+    def interrupt_at(k):
+        def count():
+            calls[0] += 1
+            if calls[0] - 1 == k:
+                raise KeyboardInterrupt
+
+        def append(f, tokens):
+            count()
+            real_append(f, tokens)
+
+        def write(path, fn):
+            count()
+            return real_atomic(path, fn)
+        return append, write
+
+    k = 0
+    while True:
+        calls[0] = 0
+        with monkeypatch.context() as m:
+            append, write = interrupt_at(k)
+            m.setattr(prepare, "_append", append)
+            m.setattr(atomic, "atomic_write", write)
+            try:
+                prepare_parquet(tmp_path / "new", TOK, out, shard_tokens=200, val_tokens=100,
+                                progress=False)
+            except KeyboardInterrupt:
+                assert _contents(out) == before, f"interrupted at write {k}"
+                k += 1
+                continue
+        break
+    assert k >= 6, k  # the tokens of each row group, three or more shards, tokenizer, meta
+    # uninterrupted, the second data set replaces the first: fewer shards, none of the old
+    # one's left over, the user's file kept
+    assert len([n for n in before if n.endswith(".bin")]) > 3
+    meta = prepare_parquet(tmp_path / "old", TOK, out, shard_tokens=10_000, val_tokens=100,
+                           progress=False)
+    listed = {s["file"] for s in meta["val"] + meta["train"]}
+    assert set(_contents(out)) == listed | {"meta.json", "tokenizer.json", "keep.txt"}

@@ -1,17 +1,20 @@
 """`tyr data prepare`: a parquet text dataset → token shards (+ `meta.json`).
 
 The documents are streamed row group by row group (`ParquetTextStream`), tokenized with a BOS
-before each into a temporary file beside the shards; once the total is known the validation
+before each into a temporary file; once the total is known the validation
 split is decided (`ValSplit`: a fraction or a count, refused when it would leave training the
 smaller part, before any shard is written), and the tokens are cut into shards of
 `shard_tokens` tokens: the first tokens of the split go to `{name}_val_000000.bin`, ... and
 the rest to `{name}_train_000000.bin`, ... (the FineWeb layout of modded-nanogpt; documents
-run on across shard boundaries). Every shard is written atomically; `meta.json` is written
-last and lists them with their SHA-256, and the SHA-256 of the tokenizer copy, and carries its
-own checksum, so a directory with a `meta.json` is complete and a replaced or edited file in
-it is found (`shard_lm`). A write that fails (a full disk) or an interruption removes what
-this run wrote (the temporary tokens, its shards, its tokenizer copy): an error is one line
-naming the file. `name` is a plain file-name prefix and `out_dir` a directory (or
+run on across shard boundaries). `meta.json` lists the shards with their SHA-256, and the
+SHA-256 of the tokenizer copy, and carries its own checksum, so a directory with a
+`meta.json` is complete and a replaced or edited file in it is found (`shard_lm`).
+
+The whole data set is written first in `.{name}.prepare/` inside `out_dir` and then renamed
+into place, `meta.json` last: a write that fails (a full disk) or an interruption removes
+that directory and leaves a data set already in `out_dir` complete and unchanged (the error
+is one line naming the file); only the few renames at the end, during which a Ctrl-C waits,
+leave the old data set incomplete if the process is killed there. `name` is a plain file-name prefix and `out_dir` a directory (or
 nothing yet), both checked before any work. With `world > 1`, rank r prepares its strided row
 groups into `{name}_r{r}_...`.
 """
@@ -20,12 +23,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from pytyr.atomic import atomic_write_text
+from pytyr.atomic import atomic_write_text, fsync_dir
 from pytyr.data.parquet import ParquetTextStream
 from pytyr.data.shards import FORMATS, MAX_VOCAB, TOKEN_DTYPE, write_shard
 from pytyr.data.split import ValSplit
@@ -33,6 +37,7 @@ from pytyr.data.tokenizer import Tokenizer, encode_documents
 from pytyr.digest import file_sha256, stamped
 from pytyr.errors import ConfigError, DataError
 from pytyr.paths import output_dir
+from pytyr.process import StopRequest
 
 # A shard prefix names files inside --out, nothing else: no separators, no leading dot.
 PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}")
@@ -49,7 +54,6 @@ class _ShardWriter:
         self.parts: list[np.ndarray] = []
         self.buffered = 0
         self.written: dict[str, list[dict[str, Any]]] = {"val": [], "train": []}
-        self.extra: list[Path] = []
 
     def add(self, tokens: np.ndarray) -> None:
         self.parts.append(tokens)
@@ -76,16 +80,9 @@ class _ShardWriter:
         if self.buffered:
             self._flush(self.buffered)
 
-    def also(self, path: Path) -> None:
-        """Another file this run wrote (the tokenizer's copy), removed with the shards."""
-        self.extra.append(path)
-
-    def remove(self) -> None:
-        """Remove every file written so far (after a failure: none of it is a data set)."""
-        for entry in (*self.written["val"], *self.written["train"]):
-            (self.out / entry["file"]).unlink(missing_ok=True)
-        for path in self.extra:
-            path.unlink(missing_ok=True)
+    def files(self) -> list[str]:
+        """The shard files written, val first."""
+        return [e["file"] for e in (*self.written["val"], *self.written["train"])]
 
 
 def _append(f: Any, tokens: np.ndarray) -> None:
@@ -147,37 +144,64 @@ def prepare_parquet(paths: Any, tokenizer: Tokenizer, out_dir: str | os.PathLike
         raise ConfigError(f"{out}: cannot make the shard directory (--out): "
                           f"{err.strerror or err}") from None
     prefix = name if world == 1 else f"{name}_r{rank}"
-    scratch = out / f".{prefix}.tokens.tmp"  # every token, until the split is known
-    writer = _ShardWriter(out, prefix, shard_tokens, 0, fmt)
+    # The new data set is written whole in a directory of its own inside --out and then
+    # renamed into place: until then a data set already there stays complete and unchanged.
+    stage = out / f".{prefix}.prepare"
+    shutil.rmtree(stage, ignore_errors=True)  # left by a run that was killed
+    writer = _ShardWriter(stage, prefix, shard_tokens, 0, fmt)
     source = tokenizer_path or tokenizer.source
     try:
+        stage.mkdir()
+        scratch = stage / "tokens.tmp"  # every token, until the split is known
         total, docs = _tokenize(stream, tokenizer, scratch, progress)
         if total == 0:
             raise DataError(f"{', '.join(map(str, stream.files))}: empty dataset: no tokens "
                             f"(every '{column}' value of this rank is empty or null)")
-        n_val = split.tokens(total)  # a refusal leaves a data set already there complete
-        (out / "meta.json").unlink(missing_ok=True)  # the directory is incomplete until the end
-        writer.val_left = n_val
+        n_val = writer.val_left = split.tokens(total)  # a refusal changes nothing
         tokens = np.memmap(scratch, dtype=TOKEN_DTYPE, mode="r", shape=(total,))
         for start in range(0, total, _CHUNK):
             writer.add(np.asarray(tokens[start:start + _CHUNK]))
         writer.close()
         del tokens
-        # the data set is self-contained: sampling decodes with this copy
-        writer.also(tokenizer.save(out / "tokenizer.json"))
-        meta = _meta(total, n_val, docs, stream, tokenizer, source, writer, out,
-                     column=column, fmt=fmt, rank=rank, world=world)
-        atomic_write_text(out / "meta.json", json.dumps(meta, indent=1))
+        scratch.unlink()
+        tokenizer.save(stage / "tokenizer.json")  # self-contained: sampling decodes with it
+        meta = _meta(total, n_val, docs, stream, tokenizer, source,
+                     writer, stage, column=column, fmt=fmt, rank=rank, world=world)
+        atomic_write_text(stage / "meta.json", json.dumps(meta, indent=1))
+        with StopRequest():  # a Ctrl-C waits for these few renames
+            _publish(stage, out, prefix, writer.files())
     except OSError as err:  # a full disk: named, and nothing of this run left
-        writer.remove()
         raise DataError(f"{err.filename or out}: cannot write the data set: "
                         f"{err.strerror or err}; the files this run wrote were removed") from None
-    except BaseException:
-        writer.remove()
-        raise
     finally:
-        scratch.unlink(missing_ok=True)
+        shutil.rmtree(stage, ignore_errors=True)
     return meta
+
+
+def _publish(stage: Path, out: Path, prefix: str, files: list[str]) -> None:
+    """Move the data set written in `stage` into `out`: the old `meta.json` goes first (the
+    old data set is incomplete from here), the new one's last; the old data set's shards of
+    this prefix that the new one does not overwrite are removed."""
+    old = {n for n in _listed_shards(out / "meta.json")
+           if re.fullmatch(re.escape(prefix) + r"_(val|train)_\d{6}\.bin", n)}
+    (out / "meta.json").unlink(missing_ok=True)
+    for name in (*files, "tokenizer.json", "meta.json"):
+        os.replace(stage / name, out / name)
+    for name in old.difference(files):
+        (out / name).unlink(missing_ok=True)
+    fsync_dir(out)
+
+
+def _listed_shards(meta_path: Path) -> set[str]:
+    """The shard files a data set's `meta.json` lists (none where it is absent or unreadable):
+    plain names inside the directory only."""
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        entries = [*meta.get("train", []), *meta.get("val", [])]
+        names = {e["file"] for e in entries if isinstance(e, dict)}
+    except (OSError, ValueError, AttributeError, TypeError, KeyError):
+        return set()
+    return {n for n in names if isinstance(n, str) and PLAIN_NAME.fullmatch(n)}
 
 
 def _meta(total: int, n_val: int, docs: int, stream: ParquetTextStream, tokenizer: Tokenizer,
