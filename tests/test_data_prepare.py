@@ -61,6 +61,16 @@ def test_prepare_ranks_split_the_row_groups(tmp_path):
                              rank=r, world=2, progress=False) for r in range(2)]
     assert sum(m["documents"] for m in metas) == len(texts)
     assert metas[1]["train"][0]["file"] == "data_r1_train_000000.bin"
+    # one meta.json a data set: a rank is refused another rank's --out, which stays as it was
+    before = _contents(tmp_path / "out0")
+    with pytest.raises(ConfigError, match=r"out0: holds the data set of rank 0 of 2; each rank "
+                                          r"prepares into its own --out \(e.g. .*out0/rank1\)"):
+        prepare_parquet(tmp_path / "ds", TOK, tmp_path / "out0", rank=1, world=2,
+                        progress=False)
+    assert _contents(tmp_path / "out0") == before
+    again = prepare_parquet(tmp_path / "ds", TOK, tmp_path / "out0", shard_tokens=10_000,
+                            rank=0, world=2, progress=False)
+    assert again["train"] == metas[0]["train"]
 
 
 def test_prepare_errors(tmp_path):

@@ -143,6 +143,7 @@ def prepare_parquet(paths: Any, tokenizer: Tokenizer, out_dir: str | os.PathLike
     except OSError as err:
         raise ConfigError(f"{out}: cannot make the shard directory (--out): "
                           f"{err.strerror or err}") from None
+    _refuse_another_rank(out, rank, world)
     prefix = name if world == 1 else f"{name}_r{rank}"
     # The new data set is written whole in a directory of its own inside --out and then
     # renamed into place: until then a data set already there stays complete and unchanged.
@@ -168,6 +169,7 @@ def prepare_parquet(paths: Any, tokenizer: Tokenizer, out_dir: str | os.PathLike
         meta = _meta(total, n_val, docs, stream, tokenizer, source,
                      writer, stage, column=column, fmt=fmt, rank=rank, world=world)
         atomic_write_text(stage / "meta.json", json.dumps(meta, indent=1))
+        _refuse_another_rank(out, rank, world)  # one that finished meanwhile
         with StopRequest():  # a Ctrl-C waits for these few renames
             _publish(stage, out, prefix, writer.files())
     except OSError as err:  # a full disk: named, and nothing of this run left
@@ -190,6 +192,21 @@ def _publish(stage: Path, out: Path, prefix: str, files: list[str]) -> None:
     for name in old.difference(files):
         (out / name).unlink(missing_ok=True)
     fsync_dir(out)
+
+
+def _refuse_another_rank(out: Path, rank: int, world: int) -> None:
+    """A data set has one `meta.json`: ranks preparing together each need their own `--out`,
+    or the last to finish would hide the others' shards."""
+    if world == 1:
+        return
+    try:
+        meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
+        theirs = (meta["rank"], meta["world"]) if isinstance(meta, dict) else None
+    except (OSError, ValueError, KeyError):
+        return
+    if theirs is not None and theirs[1] != 1 and theirs[0] != rank:
+        raise ConfigError(f"{out}: holds the data set of rank {theirs[0]} of {theirs[1]}; each "
+                          f"rank prepares into its own --out (e.g. {out / f'rank{rank}'})")
 
 
 def _listed_shards(meta_path: Path) -> set[str]:
