@@ -89,7 +89,6 @@ REJECT = [
     ("arithmetic on tensors", "def f (x : T #[2]) : T #[2] := x + x", 3, ["arithmetic '+' on T #[2]"]),
     ("fun binder needs a type", "def f (x : T #[2]) : T #[2] :=\n  let g := fun y => relu y\n  g x", 4,
      ["cannot infer the type of 'y'"]),
-    ("model must return tensors", "@[model] def f (n : Nat) : Nat := n", 3, ["must return tensors"]),
     ("missing binder type", "def f (x) : T #[2] := x", 3, ["requires binder types"]),
 ]
 
@@ -282,3 +281,19 @@ def test_deeply_nested_source_is_an_error_not_a_crash(tmp_path):
     (d,) = check_files(f)
     # Located at the parenthesis that goes one level too deep, not at 1:0.
     assert "nested more than 128 levels deep" in d.message and (d.pos.line, d.pos.col) == (1, 137)
+
+
+def test_a_model_without_tensors_checks_as_in_lean_and_is_refused_when_run(tmp_path, capsys):
+    # Lean's `model` attribute accepts any definition (`validate` in Tyr/Meta/Model.lean asks
+    # only for a `def`), so `tyr check` accepts the file; running it is what cannot be done
+    from pytyr.cli import main
+
+    src = "@[model] def f (n : Nat) : Nat := n\n"
+    assert check_src(tmp_path, src) == []
+    path = tmp_path / "M.lean"
+    assert main(["check", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["graph", str(path), "--model", "f"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert f"{path.name}:3:" in err and "model 'f' returns Nat, no tensors" in err, err

@@ -23,6 +23,7 @@ from .defeq import TooLarge
 from .env import NATIVE_MODULE_PREFIX, DefInfo, Env, builtin_defs
 from .failure import Fail
 from .parser import Parser
+from .terms import show
 
 # The checked Tyr library (`import Tyr`), kept per process: a model file that imports it
 # starts from its declarations instead of checking the library again. Keyed by the working
@@ -235,12 +236,17 @@ class Program:
                 if isinstance(i, DefInfo) and "model" in i.attrs}
 
     def find_model(self, name: str) -> DefInfo:
+        """The model `name` (or the one model whose last name component it is), if it can
+        run: its result holds tensors."""
         models = self.models()
-        if name in models:
-            return models[name]
-        hits = [n for n in models if n.split(".")[-1] == name]
+        hits = [name] if name in models else [n for n in models if n.split(".")[-1] == name]
         if len(hits) == 1:
-            return models[hits[0]]
+            info = models[hits[0]]
+            if not info.tensor_level:
+                raise LeanError([Diagnostic(info.pos, f"model '{info.name}' returns "
+                                            f"{show(info.result)}, no tensors: there is nothing "
+                                            f"to run")])
+            return info
         known = ", ".join(sorted(models)) or "none"
         raise LeanError([Diagnostic(Pos("<command line>", 1, 0),
                                     f"no model named '{name}' (models marked @[model]: {known})")])

@@ -84,7 +84,7 @@ def model_values(prog: Program, file: Path, config: Path | None, *, data: bool =
     never read)."""
     if config is None:
         return Values()
-    models = sorted(prog.models().items())
+    models = sorted((n, i) for n, i in prog.models().items() if i.tensor_level)  # runnable
     try:
         st = config.stat()
         key = (str(config.resolve()), st.st_mtime_ns, st.st_size, data, peek,
