@@ -66,6 +66,14 @@ def test_a_few_steps_train_and_generate_draws_the_prompt(run, tmp_path, capsys):
     assert np.abs(_pixels(other) - _pixels(seven)).max() > 1  # the seed matters
 
 
+def test_the_last_checkpoint_is_drawn_when_asked(run, tmp_path, capsys):
+    # the best weights by default; `--checkpoint last` the last step's (step 4 of 4)
+    assert _generate(run, tmp_path / "best.png", "the digit 3") == 0
+    assert f"{run}/best (step " in capsys.readouterr().out
+    assert _generate(run, tmp_path / "last.png", "the digit 3", "--checkpoint", "last") == 0
+    assert f"{run}/ckpt (step 4)" in capsys.readouterr().out
+
+
 def _inputs(prompt: str, latents: torch.Tensor) -> dict[str, torch.Tensor]:
     """The digits model's inputs for one image, made with diffusers' own packing and ids."""
     from diffusers import Flux2KleinPipeline as P

@@ -73,6 +73,7 @@ def test_the_seed_draws_the_pipelines_noise(pipes, tmp_path):
     (["--text-layers", "1,2,3"], "the text encoder has 3 layers"),
     (["--text-layers", "1,2"], "three layer numbers"),
     (["--seed", "-1"], "--seed -1 is out of range"),
+    (["--checkpoint", "last"], "--checkpoint is a run's setting"),
 ])
 def test_a_setting_that_cannot_run_is_one_line(pipes, tmp_path, capsys, args, said):
     rc = main(["generate", str(pipes[False]), "--prompt", "x", "--height", str(H), "--width",

@@ -2,12 +2,13 @@
 
     tyr generate DIR --prompt TEXT [--height H] [--width W] [--steps N] [--guidance G]
                  [--seed S] [--latents L.safetensors] [--text-layers 9,18,27]
-                 [--max-sequence-length 512] [-o image.png]
+                 [--max-sequence-length 512] [--checkpoint best|last] [-o image.png]
 
 DIR is a `Flux2KleinPipeline` directory (`flux2.generate`) or, where it holds a `run.json`, a
 run of `tyr train` prompted as FLUX.2 is (`trained.generate_from_run`), which draws the size it
 was trained on with its own prompt length and text layers: `--height`, `--width`,
-`--text-layers` and `--max-sequence-length` are the pipeline's alone, and `--steps` and
+`--text-layers` and `--max-sequence-length` are the pipeline's alone, `--checkpoint` the
+run's, and `--steps` and
 `--guidance` default to the run's `sample` table. Every value is checked here, before the
 directory's models are read.
 """
@@ -30,6 +31,7 @@ MAX_STEPS = 10_000
 PIPELINE_DEFAULTS = {"height": 1024, "width": 1024, "steps": 50, "guidance": 4.0,
                      "text_layers": "9,18,27", "max_sequence_length": 512}
 PIPELINE_ONLY = ("height", "width", "text_layers", "max_sequence_length")
+RUN_ONLY = ("checkpoint",)
 
 
 def _check_common(args: argparse.Namespace) -> None:
@@ -47,6 +49,10 @@ def _check_common(args: argparse.Namespace) -> None:
 def _options(args: argparse.Namespace) -> Any:
     from pytyr.generate.flux2 import GenerateOptions
 
+    given = [k for k in RUN_ONLY if getattr(args, k) is not None]
+    if given:
+        raise ConfigError(f"--{given[0]} is a run's setting; {args.dir} is a pipeline's "
+                          f"directory (a run of `tyr train` has a run.json)")
     for key, value in PIPELINE_DEFAULTS.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
@@ -78,7 +84,8 @@ def _run_options(args: argparse.Namespace) -> Any:
                           f"length and text layers")
     _check_common(args)
     return RunGenerateOptions(args.prompt, args.steps, args.guidance, args.seed,
-                              Path(args.latents) if args.latents else None)
+                              Path(args.latents) if args.latents else None,
+                              args.checkpoint or "best")
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -134,6 +141,9 @@ def register(sub: Any, make_sub: Callable[..., argparse.ArgumentParser]) -> None
                    "read, side by side (default 9,18,27; a pipeline's alone)")
     g.add_argument("--max-sequence-length", type=int, metavar="N",
                    help="prompt tokens, padded or cut to N (default 512; a pipeline's alone)")
+    g.add_argument("--checkpoint", choices=["best", "last"], help="a run's weights: best "
+                   "(the lowest validation loss; the default, where the run has one) or last "
+                   "(the last step's; a run's alone)")
     g.add_argument("-o", "--out", default="image.png", metavar="FILE.png",
                    help="the image (default %(default)s)")
     g.add_argument("-q", "--quiet", action="store_true", help="no progress bar")

@@ -4,7 +4,8 @@ prompted as FLUX.2 [klein] is (the `image_flow` task with `condition = "prompt"`
 
 The run directory is data: its `run.json` is read and verified (`record.read_run`), its task
 must be `image_flow` over prompts (no task module is imported), and its model is the Lean file
-its record names, with the weights of its best checkpoint (`best/`, else the last). The prompt
+its record names, with the weights of its best checkpoint (`best/`, else the last) or, with
+`--checkpoint last`, the last step's. The prompt
 is encoded as the run's task encoded its prompts (the characters of its template and the
 digits, padded to its `prompt_len`; a character outside them or a prompt too long is refused
 before any weight is read). The noise is the seed's, drawn as the pipeline draws it
@@ -45,6 +46,7 @@ class RunGenerateOptions:
     guidance: float | None = None  # None: the run's `sample.cfg_scale`
     seed: int = 0
     latents: Path | None = None
+    checkpoint: str = "best"  # a run's weights: best or last (`record.checkpoint_dir`)
 
 
 class PromptedRun:
@@ -105,9 +107,9 @@ def generate_from_run(run: PromptedRun, opts: RunGenerateOptions, out: Path,
     steps = opts.steps or run.sample.steps
     guidance = run.sample.cfg_scale if opts.guidance is None else opts.guidance
     noise = initial_noise((1, *image), opts.seed, opts.latents, "the run's images")
-    velocity = run.velocity()
+    velocity = run.velocity(opts.checkpoint)
     guided = guidance > 1
-    say(f"{describe_checkpoint(run.dir)}: {image[2]}×{image[1]}, {steps} steps, "
+    say(f"{describe_checkpoint(run.dir, opts.checkpoint)}: {image[2]}×{image[1]}, {steps} steps, "
         + (f"guidance {guidance}" if guided else "no guidance")
         + f", seed {opts.seed}" * (opts.latents is None))
     empty = cond.encode([""], "the empty prompt") if guided else None
