@@ -213,31 +213,64 @@ def test_a_fun_argument_takes_the_rest_as_its_body(tmp_path):
 # `src/Init/Tactics.lean`: `get_elem_tactic` is `first | done | assumption |
 # get_elem_tactic_extensible | fail …`, the extensible one trying `trivial`, `simp +arith` and
 # `omega`. The checker does `assumption` (a hypothesis in scope whose type is `i < n` up to
-# definitional equality, innermost first) and compares two numbers; the rest of `omega` is not
-# in the subset. The real Lean cannot judge these without `Init` (the `xs[i]` macro and the
-# tactics are declared there), so Lean's source is the reference.
+# definitional equality, innermost first) and proves `i < n` from a least value of `n` that
+# numbers and the hypotheses `k ≤ x`, `k < x`, `x = k` give: linear arithmetic, which `omega`
+# decides, so all it proves Lean proves; what needs more (upper bounds, subtraction, a
+# contradiction) is an error that Lean may accept. The real Lean cannot judge these without
+# `Init` (the `xs[i]` macro and the tactics are declared there), so Lean's source is the
+# reference.
 
 NET = ("structure C where\n  n : Nat\n"
        "structure Net (c : C) where\n  layers : Vector (T #[2]) c.n\n")
 
 
-@pytest.mark.parametrize("hyp", ["(h : 0 < c.n)", "(h : 1 ≤ c.n)", "(h : 0 + 1 ≤ c.n)"])
-def test_an_index_is_proved_by_a_hypothesis(tmp_path, hyp):
-    # `0 < c.n` is `Nat.lt 0 c.n := Nat.le (0 + 1) c.n`: `assumption` takes any of these.
-    src = NET + f"def first (c : C) (p : Net c) {hyp} : T #[2] := p.layers[0]\n"
+@pytest.mark.parametrize("hyp,idx", [("(h : 0 < c.n)", 0), ("(h : 1 ≤ c.n)", 0),
+                                     ("(h : 0 + 1 ≤ c.n)", 0), ("(h : 2 ≤ c.n)", 0),
+                                     ("(h : 2 ≤ c.n)", 1), ("(h : 2 < c.n)", 2),
+                                     ("(h : c.n = 3)", 2), ("(h : 4 = c.n)", 3),
+                                     ("(h : 1 ≤ c.n) (h2 : 3 ≤ c.n)", 2)])
+def test_an_index_is_proved_by_a_hypothesis(tmp_path, hyp, idx):
+    # `0 < c.n` is `Nat.lt 0 c.n := Nat.le (0 + 1) c.n`: `assumption` takes any of the first
+    # three; `omega` proves the others from the least value the hypotheses give `c.n`
+    src = NET + f"def first (c : C) (p : Net c) {hyp} : T #[2] := p.layers[{idx}]\n"
     assert check_src(tmp_path, src) == []
 
 
+@pytest.mark.parametrize("size,hyp,idx", [("n + 1", "", 0), ("2 * n + 1", "(h : 1 ≤ n)", 2),
+                                          ("n / 2", "(h : 4 ≤ n)", 1), ("n + n", "(h : 2 ≤ n)", 3),
+                                          ("3 * n", "(h : 2 ≤ n)", 5)])
+def test_an_index_is_proved_below_a_sizes_least_value(tmp_path, size, hyp, idx):
+    src = f"def f (n m : Nat) {hyp} (xs : Vector (T #[2]) ({size})) : T #[2] := xs[{idx}]\n"
+    assert check_src(tmp_path, src) == []
+    d = one_error(tmp_path, src.replace(f"xs[{idx}]", f"xs[{idx + 1}]"))
+    assert d.message.startswith(f"cannot prove the index {idx + 1} < "), d.message
+
+
 @pytest.mark.parametrize("hyp,idx", [("", 0), ("(h : 0 < c.n)", 1), ("(h : 0 ≤ c.n)", 0),
-                                     ("(h : 2 ≤ c.n)", 0)])
+                                     ("(h : 2 ≤ c.n)", 2), ("(h : c.n = 3)", 3),
+                                     ("(h : c.n ≤ 5)", 0)])
 def test_an_index_without_its_hypothesis_is_an_error(tmp_path, hyp, idx):
-    # The last is the subset's limit: Lean's `omega` proves `0 < c.n` from `2 ≤ c.n`.
     src = NET + f"def first (c : C) (p : Net c) {hyp} : T #[2] := p.layers[{idx}]\n"
     d = one_error(tmp_path, src)
     assert (d.pos.line, d.pos.col) == (7, src.splitlines()[-1].rindex(str(idx)))
     assert d.message == (f"cannot prove the index {idx} < c.n; the Tyr subset indexes vectors "
-                         f"with closed numbers, below a closed size or a hypothesis "
-                         f"`h : {idx} < c.n` in scope")
+                         f"with closed numbers, proved below the size by numbers and "
+                         f"hypotheses `h : k ≤ x`, `k < x` or `x = k` in scope, or by "
+                         f"`h : {idx} < c.n`")
+
+
+def test_what_omega_proves_beyond_least_values_is_an_error_lean_accepts(tmp_path):
+    # the subset's limit, stated: `3 ≤ n` gives `0 < n - 1` to `omega`, not to the checker
+    src = "def f (n : Nat) (h : 3 ≤ n) (xs : Vector (T #[2]) (n - 1)) : T #[2] := xs[0]\n"
+    assert one_error(tmp_path, src).message.startswith("cannot prove the index 0 < n - 1")
+
+
+def test_a_product_of_two_terms_proves_nothing_as_in_omega(tmp_path):
+    # `omega` is linear: `n * m` is an atom to it, so `2 ≤ n` and `3 ≤ m` do not give `5 <
+    # n * m`; the checker must not accept what Lean rejects
+    src = ("def f (n m : Nat) (h : 2 ≤ n) (k : 3 ≤ m) (xs : Vector (T #[2]) (n * m)) : T #[2] "
+           ":= xs[0]\n")
+    assert one_error(tmp_path, src).message.startswith("cannot prove the index 0 < n * m")
 
 
 def test_a_closed_index_is_decided(tmp_path):
