@@ -236,9 +236,9 @@ def test_an_index_is_proved_by_a_hypothesis(tmp_path, hyp, idx):
     assert check_src(tmp_path, src) == []
 
 
-@pytest.mark.parametrize("size,hyp,idx", [("n + 1", "", 0), ("2 * n + 1", "(h : 1 ≤ n)", 2),
-                                          ("n / 2", "(h : 4 ≤ n)", 1), ("n + n", "(h : 2 ≤ n)", 3),
-                                          ("3 * n", "(h : 2 ≤ n)", 5)])
+@pytest.mark.parametrize("size,hyp,idx", [
+    ("n + 1", "", 0), ("2 * n + 1", "(h : 1 ≤ n)", 2), ("n / 2", "(h : 4 ≤ n)", 1),
+    ("n + n", "(h : 2 ≤ n)", 3), ("3 * n", "(h : 2 ≤ n)", 5)])
 def test_an_index_is_proved_below_a_sizes_least_value(tmp_path, size, hyp, idx):
     src = f"def f (n m : Nat) {hyp} (xs : Vector (T #[2]) ({size})) : T #[2] := xs[{idx}]\n"
     assert check_src(tmp_path, src) == []

@@ -169,8 +169,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     d.add_argument("--rank", type=int, default=0, help="this process's share of the row "
                    "groups when --world processes prepare together (default %(default)s)")
     d.add_argument("--world", type=int, default=1, help="how many processes prepare the data "
-                   "set, each its strided row groups into NAME_rRANK_… in an --out of its own (default "
-                   "%(default)s)")
+                   "set, each its strided row groups into NAME_rRANK_… in an --out of its own "
+                   "(default %(default)s)")
     d.add_argument("--no-progress", action="store_true", help="no progress bar")
     d.set_defaults(fn=cmd_data_prepare)
     n = dsub.add_parser(

@@ -1,22 +1,23 @@
 """`tyr data prepare`: a parquet text dataset → token shards (+ `meta.json`).
 
 The documents are streamed row group by row group (`ParquetTextStream`), tokenized with a BOS
-before each into a temporary file; once the total is known the validation
-split is decided (`ValSplit`: a fraction or a count, refused when it would leave training the
-smaller part, before any shard is written), and the tokens are cut into shards of
-`shard_tokens` tokens: the first tokens of the split go to `{name}_val_000000.bin`, ... and
-the rest to `{name}_train_000000.bin`, ... (the FineWeb layout of modded-nanogpt; documents
-run on across shard boundaries). `meta.json` lists the shards with their SHA-256, and the
-SHA-256 of the tokenizer copy, and carries its own checksum, so a directory with a
-`meta.json` is complete and a replaced or edited file in it is found (`shard_lm`).
+before each into a temporary file; once the total is known the validation split is decided
+(`ValSplit`: a fraction or a count, refused when it would leave training the smaller part,
+before any shard is written), and the tokens are cut into shards of `shard_tokens` tokens: the
+first tokens of the split go to `{name}_val_000000.bin`, ... and the rest to
+`{name}_train_000000.bin`, ... (the FineWeb layout of modded-nanogpt; documents run on across
+shard boundaries). `meta.json` lists the shards with their SHA-256, and the SHA-256 of the
+tokenizer copy, and carries its own checksum, so a directory with a `meta.json` is complete and
+a replaced or edited file in it is found (`shard_lm`).
 
 The whole data set is written first in `.{name}.prepare/` inside `out_dir` and then renamed
 into place, `meta.json` last: a write that fails (a full disk) or an interruption removes
 that directory and leaves a data set already in `out_dir` complete and unchanged (the error
 is one line naming the file); only the few renames at the end, during which a Ctrl-C waits,
-leave the old data set incomplete if the process is killed there. `name` is a plain file-name prefix and `out_dir` a directory (or
-nothing yet), both checked before any work. With `world > 1`, rank r prepares its strided row
-groups into `{name}_r{r}_...`.
+leave the old data set incomplete if the process is killed there. `name` is a plain file-name
+prefix and `out_dir` a directory (or nothing yet), both checked before any work. With
+`world > 1`, rank r prepares its strided row groups into `{name}_r{r}_...`, a data set of its
+own in an `out_dir` of its own.
 """
 from __future__ import annotations
 

@@ -7,10 +7,9 @@
 DIR is a `Flux2KleinPipeline` directory (`flux2.generate`) or, where it holds a `run.json`, a
 run of `tyr train` prompted as FLUX.2 is (`trained.generate_from_run`), which draws the size it
 was trained on with its own prompt length and text layers: `--height`, `--width`,
-`--text-layers` and `--max-sequence-length` are the pipeline's alone, `--checkpoint` the
-run's, and `--steps` and
-`--guidance` default to the run's `sample` table. Every value is checked here, before the
-directory's models are read.
+`--text-layers` and `--max-sequence-length` are the pipeline's alone, `--checkpoint` the run's,
+and `--steps` and `--guidance` default to the run's `sample` table. Every value is checked
+here, before the directory's models are read.
 """
 from __future__ import annotations
 

@@ -5,17 +5,16 @@ prompted as FLUX.2 [klein] is (the `image_flow` task with `condition = "prompt"`
 The run directory is data: its `run.json` is read and verified (`record.read_run`), its task
 must be `image_flow` over prompts (no task module is imported), and its model is the Lean file
 its record names, with the weights of its best checkpoint (`best/`, else the last) or, with
-`--checkpoint last`, the last step's. The prompt
-is encoded as the run's task encoded its prompts (the characters of its template and the
-digits, padded to its `prompt_len`; a character outside them or a prompt too long is refused
-before any weight is read). The noise is the seed's, drawn as the pipeline draws it
-(`torch.Generator().manual_seed(seed)`, `[1, channels, height, width]`), or `--latents`; it
-follows the run's velocity model (`sample.model`, else the trained one fed a zero target) from
-sigma 1 to 0 over FLUX.2 [klein]'s shifted schedule (`KLEIN_SCHEDULER`, with the packed
-image's token count), with classifier-free guidance against the empty prompt where the scale
-is over 1, as `flux2._denoise` does. The image is written as a gray PNG, each pixel a
-`SCALE × SCALE` block (nearest neighbour: the 8 × 8 digits become 128 × 128), gray level
-`round(255 · clamp(x / 2 + 0.5, 0, 1))` as diffusers' postprocess.
+`--checkpoint last`, the last step's. The prompt is encoded as the run's task encoded its
+prompts (the characters of its template and the digits, padded to its `prompt_len`; a character
+outside them or a prompt too long is refused before any weight is read). The noise is the
+seed's, drawn as the pipeline draws it (`torch.Generator().manual_seed(seed)`, `[1, channels,
+height, width]`), or `--latents`; it follows the run's velocity model (`sample.model`, else the
+trained one fed a zero target) from sigma 1 to 0 over FLUX.2 [klein]'s shifted schedule
+(`KLEIN_SCHEDULER`, with the packed image's token count), with classifier-free guidance against
+the empty prompt where the scale is over 1, as `flux2._denoise` does. The image is written as a
+gray PNG, each pixel a `SCALE × SCALE` block (nearest neighbour: the 8 × 8 digits become 128 ×
+128), gray level `round(255 · clamp(x / 2 + 0.5, 0, 1))` as diffusers' postprocess.
 """
 from __future__ import annotations
 
@@ -109,7 +108,8 @@ def generate_from_run(run: PromptedRun, opts: RunGenerateOptions, out: Path,
     noise = initial_noise((1, *image), opts.seed, opts.latents, "the run's images")
     velocity = run.velocity(opts.checkpoint)
     guided = guidance > 1
-    say(f"{describe_checkpoint(run.dir, opts.checkpoint)}: {image[2]}×{image[1]}, {steps} steps, "
+    weights = describe_checkpoint(run.dir, opts.checkpoint)
+    say(f"{weights}: {image[2]}×{image[1]}, {steps} steps, "
         + (f"guidance {guidance}" if guided else "no guidance")
         + f", seed {opts.seed}" * (opts.latents is None))
     empty = cond.encode([""], "the empty prompt") if guided else None
