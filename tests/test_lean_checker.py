@@ -118,7 +118,8 @@ SUBSET_REJECT = [
     ("set_option", "set_option pp.all true", "`set_option` is not in the Tyr subset"),
     ("hash command", "#eval 1", "commands like '#eval'"),
     ("negative literal", "def f : Float := -1.0", "negation is not in the Tyr subset"),
-    ("comparison", "def f (n : Nat) : Prop := n > 2", "the operator '>' is not in the Tyr subset"),
+    ("boolean equality", "def f (n : Nat) : Bool := n == 2",
+     "the operator '==' is not in the Tyr subset"),
     ("pattern-matching def", "def f : Nat → Nat\n  | _ => 0", "pattern matching"),
 ]
 

@@ -179,11 +179,45 @@ def test_ne_does_not_chain_and_is_nat_only(tmp_path):
 
 
 def test_a_character_outside_the_subset_says_so(tmp_path):
-    # `≥` is a token of Lean (`Init/Prelude.lean`'s `GE.ge` notation), not of the subset's lexer.
-    src = "def f (a b : Nat) (h : a ≥ b) : Nat := 0"
+    # `∣` is a token of Lean (`Init/Prelude.lean`'s `Dvd.dvd` notation), not of the subset's
+    # lexer.
+    src = "def f (a b : Nat) (h : a ∣ b) : Nat := 0"
     d = one_error(tmp_path, src)
-    assert (d.pos.col, d.message) == (src.index("≥"), "expected token: the character '≥' "
-                                      "(U+2265) does not begin any token of the Tyr subset of Lean")
+    assert (d.pos.col, d.message) == (src.index("∣"), "expected token: the character '∣' "
+                                      "(U+2223) does not begin any token of the Tyr subset of Lean")
+
+
+# ---- `≥` and `>` ----------------------------------------------------------------------------
+# `Init/Prelude.lean`: `a ≥ b` (also `a >= b`) is `GE.ge a b` and `a > b` is `GT.gt a b`, both
+# `infix:50`, and `@[reducible] def GE.ge a b := LE.le b a`, `GT.gt a b := LT.lt b a`: the
+# hypothesis `h : n ≥ 1` is definitionally `1 ≤ n` and proves what that proves.
+
+@pytest.mark.parametrize("hyp", ["(h : c.n ≥ 1)", "(h : c.n >= 1)", "(h : c.n > 0)",
+                                 "(h : c.n ≥ 3)"])
+def test_a_hypothesis_with_ge_or_gt_is_the_flipped_le_or_lt(tmp_path, hyp):
+    src = NET + f"def first (c : C) (p : Net c) {hyp} : T #[2] := p.layers[0]\n"
+    assert check_src(tmp_path, src) == []
+
+
+def test_ge_and_gt_decide_as_le_and_lt_flipped(tmp_path):
+    pick = "def pick (x : T #[2]) (k : Nat) (h : k > 2 := by decide) : T #[2] := x\n"
+    assert check_src(tmp_path, pick + "def g (x : T #[2]) : T #[2] := pick x 3\n") == []
+    d = one_error(tmp_path, pick + "def g (x : T #[2]) : T #[2] := pick x 2\n")
+    assert d.message.startswith("`by decide` failed for argument 'h' of 'pick': the "
+                                "proposition 2 > 2 is false"), d.message
+    ge = "def f (k : Nat) (h : k ≥ 2 := by decide) : Nat := k\ndef g : Nat := f 2\n"
+    assert check_src(tmp_path, ge) == []
+
+
+def test_ge_does_not_chain_and_says_it_as_written(tmp_path):
+    d = one_error(tmp_path, "def f (a b c : Nat) (h : a ≥ b ≥ c) : Nat := 0")
+    assert d.message == "`≥` does not chain (`infix:50`); add parentheses"
+    # `n > 5` is `Nat.le 6 n`, not `Nat.le 2 n`: a mismatch, printed as the author wrote it;
+    # `2 ≤ n` is `n ≥ 2` itself
+    need = "def need (n : Nat) (h : n ≥ 2) : Nat := n\n"
+    d = one_error(tmp_path, need + "def g (n : Nat) (h : n > 5) : Nat := need n h\n")
+    assert d.message == "argument 'h' of 'need' has type n > 5 but is expected to have type n ≥ 2"
+    assert check_src(tmp_path, need + "def g (n : Nat) (h : 2 ≤ n) : Nat := need n h\n") == []
 
 
 # ---- `fun` and `λ` as arguments -----------------------------------------------------------

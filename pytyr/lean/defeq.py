@@ -166,6 +166,8 @@ class Normalizer:
         if isinstance(t, Call) and isinstance(t.head, Lam) and len(t.args) == len(t.head.params):
             m = {p.uid: a for p, a in zip(t.head.params, t.args)}
             return self(subst(t.head.body, m))
+        if isinstance(t, Rel) and t.op in _FLIPPED:  # `GE.ge a b := LE.le b a`, reducible
+            return self(Rel(_FLIPPED[t.op], t.b, t.a))
         if isinstance(t, Block):
             body = t.body
             for _, uid, v in reversed(t.binds):
@@ -190,6 +192,7 @@ class Normalizer:
 
 MUL_UNFOLD_LIMIT = 64  # successors of a product's second factor that unification unfolds
 _CACHED = frozenset((App, Arr, NatOp, FloatOp, Proj, Prod, Rel, Eq, Pi))
+_FLIPPED = {"≥": "≤", ">": "<"}  # `a ≥ b` is `b ≤ a`, `a > b` is `b < a` (`Init/Prelude.lean`)
 _NORMAL = frozenset((Lit, FLit, Var, StructV))  # a structure value is made of values
 
 

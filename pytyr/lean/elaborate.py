@@ -384,14 +384,16 @@ class TermElab(ApplyRules):
         lit = (S.NatLit,)
         first, second = (e.rhs, e.lhs) if isinstance(e.lhs, lit) and not isinstance(e.rhs, lit) \
             else (e.lhs, e.rhs)
-        hint = None if e.op in ("=", "≤", "<", "≠") else expected
+        hint = None if e.op in ("=", "≤", "<", "≠", "≥", ">") else expected
         t1, ty1 = self.elab(first, hint, ctx)
         t2, ty2 = self.elab(second, ty1, ctx)
         a, b = (t1, t2) if first is e.lhs else (t2, t1)
         ty = self.whnf(ty1)
         if e.op == "=":
             return Eq(a, b), PROP
-        if e.op in ("≤", "<", "≠"):  # `a ≠ b` is `Ne a b` (`Init/Core.lean`)
+        # `a ≠ b` is `Ne a b` (`Init/Core.lean`); `a ≥ b` and `a > b` are `GE.ge a b` and
+        # `GT.gt a b`, reducible to `b ≤ a` and `b < a` (`Init/Prelude.lean`), which `whnf` does
+        if e.op in ("≤", "<", "≠", "≥", ">"):
             if ty != NAT:
                 raise Fail(e.pos, f"'{e.op}' on {self.show(ty)} is {SUBSET} (Nat only)")
             return Rel(e.op, a, b), PROP

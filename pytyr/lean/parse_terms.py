@@ -16,9 +16,10 @@ SUBSET = "not in the Tyr subset of Lean"
 # Infix operators: symbol -> (precedence, right-associative)
 INFIX = {"→": (25, True), "->": (25, True), "×": (35, True), "=": (50, False),
          "≤": (50, False), "<=": (50, False), "<": (50, False), "≠": (50, False),
+         "≥": (50, False), ">=": (50, False), ">": (50, False),
          "+": (65, False), "-": (65, False), "*": (70, False), "/": (70, False),
          "%": (70, False)}
-RELATIONS = ("=", "≤", "<", "≠")  # `infix:50`, non-associative
+RELATIONS = ("=", "≤", "<", "≠", "≥", ">")  # `infix:50`, non-associative
 MAX_PREC = 1024
 # Lean's own limit is `maxRecDepth` (512 elaboration steps); the subset's is on the syntax:
 # parentheses, arguments and operators around a term, each one level.
@@ -153,15 +154,15 @@ class TermParser:
                     break
                 self.next()
                 rhs = self.term(p if right else p + 1)
-                op = {"->": "→", "<=": "≤"}.get(t.text, t.text)
+                op = {"->": "→", "<=": "≤", ">=": "≥"}.get(t.text, t.text)
                 left = S.BinOp(t.pos, op, left, rhs)
                 wraps += 1
                 self.nested(wraps)
-                if op in RELATIONS and self.tok.text in RELATIONS + ("<=",):
+                if op in RELATIONS and self.tok.text in RELATIONS + ("<=", ">="):
                     raise self.error(f"`{op}` does not chain (`infix:50`); add parentheses")
                 continue
-            if t.kind == "sym" and t.text in (">", ">=", "==", "!=", "&&", "||", "++",
-                                               "|>", "<|", "^", "$"):
+            if t.kind == "sym" and t.text in ("==", "!=", "&&", "||", "++", "|>", "<|", "^",
+                                               "$"):
                 raise self.error(f"the operator '{t.text}' is {SUBSET}")
             break
         return left

@@ -122,9 +122,10 @@ class Eq(Term):
 
 @dataclass(frozen=True)
 class Rel(Term):
-    """`a ≤ b`, `a < b` or `a ≠ b` (`Ne a b`) on Nat: a proposition."""
+    """`a ≤ b`, `a < b`, `a ≠ b` (`Ne a b`), `a ≥ b` or `a > b` on Nat: a proposition. The
+    last two are as written; their normal forms are `b ≤ a` and `b < a` (`defeq.Normalizer`)."""
 
-    op: str  # ≤ | < | ≠
+    op: str  # ≤ | < | ≠ | ≥ | >
     a: Term
     b: Term
 
