@@ -383,3 +383,37 @@ def test_a_mismatch_no_metavariable_mends_is_reported_at_once(tmp_path):
     d = one_error(tmp_path, src)
     assert d.message.startswith("argument 'x' of 'g' has type T #[n] but is expected to have "
                                 "type T #[?a + 2]")
+
+
+# ---- numbered fields ------------------------------------------------------------------------
+# `src/Lean/Elab/App.lean` (`LVal.fieldIdx`): `e.i`, `i` a numeral from 1, is the `i`-th field of
+# `e`'s structure; an escaped name `e.«1»` is the field named `1`. The probes *`p.1` is
+# `p.fst`* and the others of tests/test_lean_fidelity.py pin the rule against the real Lean.
+
+DIGITS = ("structure P where\n  «0» : T #[2]\n  «1» : T #[3]\n"
+          "def f (p : P) : T #[RESULT] := BODY\n")
+
+
+@pytest.mark.parametrize("body,result", [("p.«1»", 3), ("p.1", 2), ("p.2", 3), ("p.«0»", 2)])
+def test_a_numeral_is_a_numbered_field_and_an_escaped_name_a_name(tmp_path, body, result):
+    src = DIGITS.replace("BODY", body).replace("RESULT", str(result))
+    assert check_src(tmp_path, src) == []
+    d = one_error(tmp_path, src.replace(f"#[{result}] :=", f"#[{5 - result}] :="))
+    assert d.message.startswith(f"type mismatch: '{body}' has type T #[{result}]"), d.message
+
+
+@pytest.mark.parametrize("body,col,message", [
+    ("p.3", 0, "invalid projection: index 3 is invalid for P; it must be between 1 and 2"),
+    ("p.0", 1, "invalid field notation: '.0' is no field; numbered fields count from 1 "
+               "(`.1` is the first)"),
+    ("(p).0", 3, "invalid field notation: '.0' is no field; numbered fields count from 1 "
+                 "(`.1` is the first)"),
+    ("(p).1.0", 5, "invalid field notation: '.0' is no field; numbered fields count from 1 "
+                   "(`.1` is the first)"),
+])
+def test_a_numbered_field_out_of_range_is_an_error_where_lean_puts_it(tmp_path, body, col,
+                                                                      message):
+    src = DIGITS.replace("BODY", body).replace("RESULT", "2")
+    d = one_error(tmp_path, src)
+    assert (d.pos.line, d.pos.col, d.message) == (6, src.splitlines()[-1].index(body) + col,
+                                                  message)

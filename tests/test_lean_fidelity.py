@@ -63,6 +63,10 @@ TWICE = "def twice (x : Nat) (f : Nat → Nat) : Nat := f (f x)\n"
 # where `decide` would, when Lean runs the tactic blocks.
 PROOF = "def f (x : V 2) (h : 2 = 3) (y : V 3) : V 2 := x\n"
 PROOF_LEAN = "def f (x : V 2) (h : Eq 2 3) (y : V 3) : V 2 := x\n"
+# A pair and a structure for numbered fields, the body on a line of its own (Lean's text
+# spells the pair's type `Prod`, `×` being notation of `Init`).
+NUMBERED = ("structure C where\n  a : Nat\n  b : Float\n"
+            "def f (p : {pair}) (c : C) (n : Nat) : {ty} :=\n  {body}\n")
 
 PROBES = [
     # -- the expected type, propagated before each explicit or named argument until it takes
@@ -226,6 +230,23 @@ PROBES = [
     # `CoeFun` it would try, which the prelude lacks; its place is that of `Init`'s error.)
     Probe("a `fun` argument's body extends to the end",
           TWICE + "def y (n : Nat) : Nat := twice 3 fun k => k n\n", "3:42"),
+    # -- numbered fields: `e.i` is field i of a structure, from 1 (`LVal.fieldIdx`,
+    # `src/Lean/Elab/App.lean`); `fieldIdx` is a numeral from 1, so `.0` does not parse
+    *(Probe(name, NUMBERED.format(pair="Nat × (Float × Nat)", ty=ty, body=body), error,
+            lean=NUMBERED.format(pair="Prod Nat (Prod Float Nat)", ty=ty, body=lean or body),
+            noncomputable=True)
+      for name, ty, body, error, lean in [
+          ("`p.1` is `p.fst`", "Nat", "p.1", None, None),
+          ("`p.2.1` is `p.snd.fst`", "Float", "p.2.1", None, None),
+          ("`p.2` has the second field's type", "Nat", "p.2", "6:2", None),
+          ("`p.3` of a pair is an error", "Nat", "p.3", "6:2", None),
+          ("`p.0` does not parse", "Nat", "p.0", "6:3", None),
+          ("`(p.2, n).1.2` after parentheses", "Nat", "(p.2, n).1.2", None,
+           "(Prod.mk p.2 n).1.2"),
+          ("`c.2` is `C`'s second field", "Float", "c.2", None, None),
+          ("`c.1` has the first field's type", "Float", "c.1", "6:2", None),
+          ("`c.3` of a two-field structure is an error", "Nat", "c.3", "6:2", None),
+          ("`n.1` of a Nat is an error", "Nat", "n.1", "6:2", None)]),
 ]
 
 

@@ -103,3 +103,25 @@ def test_nanochat_after_edits_equals_a_full_check(tmp_path):
         assert inc.diagnostics == full.diagnostics
         assert _view(inc)["terms"] == _view(full)["terms"]
         prev = inc
+
+
+def test_a_numbered_field_in_a_dotted_name_is_looked_up_by_number(tmp_path):
+    # `q.2.1`: `2` is `Q`'s second field (`y`), `q.«1»`'s `1` is `R`'s field named `1`
+    text = ("import Tyr\nopen torch\n"
+            "structure R where\n  «0» : T #[3]\n  «1» : T #[4]\n"
+            "structure Q where\n  x : T #[5]\n  y : T #[2] × T #[6]\n  r : R\n"
+            "def f (q : Q) : T #[2] := q.2.1\n"
+            "def g (q : Q) : T #[4] := q.r.«1»\n")
+    path = tmp_path / "M.lean"
+    path.write_text(text, encoding="utf-8")
+    a = analyse(path, text)
+    assert a.diagnostics == []
+    look = Lookup(a)
+    line_f, line_g = 10, 11
+    f_col = text.splitlines()[line_f - 1].index("q.2.1")
+    two = look.at((line_f, f_col + 2))
+    assert two is not None and two.type == "T #[2] × T #[6]", two
+    assert (two.target.line, two.target.col) == (8, 2)  # `y`, the second field
+    g_col = text.splitlines()[line_g - 1].index("q.r.«1»")
+    r = look.at((line_g, g_col + 2))
+    assert r is not None and r.type == "R" and (r.target.line, r.target.col) == (9, 2)

@@ -91,7 +91,13 @@ class ApplyRules:
             term, ty = self.index(fn, ctx)
             return ("value", term, ty)
         assert isinstance(fn, S.Ident)
-        parts = fn.name.split(".")
+        parts: list = fn.name.split(".")
+        for k in fn.numbered:  # numerals: numbered fields
+            if parts[k][0] == "0":  # Lean's `fieldIdx` is a numeral from 1: `p.0` does not parse
+                dot = Pos(fn.pos.file, fn.pos.line, fn.pos.col + len(".".join(parts[:k])))
+                raise Fail(dot, f"invalid field notation: '.{parts[k]}' is no field; numbered "
+                                f"fields count from 1 (`.1` is the first)")
+            parts[k] = int(parts[k])
         loc = ctx.get(parts[0])
         if loc is not None:
             if len(parts) == 1:
@@ -113,9 +119,13 @@ class ApplyRules:
                                f"Lean too (lakefile.lean)")
         raise Fail(fn.pos, f"unknown identifier '{fn.name}'")
 
-    def field(self: "TermElab", term: Term, ty: Term, fields: list[str], pos: Pos) -> tuple:
+    def field(self: "TermElab", term: Term, ty: Term, fields: list[str | int],
+              pos: Pos) -> tuple:
+        """`x.f.g`: each field in turn, a number being a numbered field (`numbered_field`)."""
         for i, f in enumerate(fields):
             wty = self.whnf(ty)
+            if isinstance(f, int):
+                f = self.numbered_field(wty, ty, f, pos)
             if isinstance(wty, Prod) and f in PAIR_FIELDS:  # `Prod` is a structure in Lean
                 term, ty = self.whnf(Proj(term, f)), wty.a if f == "fst" else wty.b
                 continue
@@ -140,6 +150,22 @@ class ApplyRules:
             raise Fail(pos, f"invalid field '{f}': {self.show(ty)} has no field or function "
                             f"'{f}'")
         return ("value", term, ty)
+
+    def numbered_field(self: "TermElab", wty: Term, ty: Term, i: int, pos: Pos) -> str:
+        """The name of field `i` of a structure, counted from 1: `p.2` is `p.snd`, `c.1` the
+        first field of `C` (`LVal.fieldIdx` in `src/Lean/Elab/App.lean`)."""
+        if isinstance(wty, Prod):
+            names = list(PAIR_FIELDS)
+        else:
+            sinfo = self.env.get(wty.head) if isinstance(wty, App) else None
+            if not isinstance(sinfo, StructInfo):
+                raise Fail(pos, f"invalid projection: {self.show(ty)} is no structure, whose "
+                                f"fields `.{i}` numbers")
+            names = [fi.name for fi in sinfo.fields]
+        if i > len(names):
+            raise Fail(pos, f"invalid projection: index {i} is invalid for {self.show(ty)}; "
+                            f"it must be between 1 and {len(names)}")
+        return names[i - 1]
 
     def project(self: "TermElab", term: Term, sty: App, sinfo: StructInfo,
                 f: str) -> tuple[Term, Term]:
@@ -333,10 +359,12 @@ def _same_head(a: Term, b: Term) -> bool:
 
 
 def _src(e: S.Expr) -> str:
-    if isinstance(e, S.Ident):
-        return e.name
+    if isinstance(e, S.Ident):  # a part of digits not written as a numeral was escaped
+        parts = e.name.split(".")
+        return ".".join(f"«{p}»" if p[:1].isdigit() and k not in e.numbered else p
+                        for k, p in enumerate(parts))
     if isinstance(e, S.DotIdent):
         return "." + e.name
     if isinstance(e, S.Proj):
-        return _src(e.expr) + "." + e.field
+        return _src(e.expr) + "." + str(e.field)
     return "..."

@@ -82,6 +82,11 @@ def is_id_rest(c: str) -> bool:
             or is_subscript_alnum(c))
 
 
+def _numbered(parts: list[str]) -> tuple[int, ...] | None:
+    """The indices of the parts of a dotted name written as numerals (`p.2.1`: 1, 2)."""
+    return tuple(i for i, p in enumerate(parts) if p[:1].isdigit()) or None
+
+
 def _digit(c: str) -> bool:
     return "0" <= c <= "9"  # `Char.isDigit` is ASCII only
 
@@ -106,6 +111,7 @@ class _Lexer:
         self.text, self.file = text.replace("\r\n", "\n"), file
         self.n = len(self.text)
         self.i, self.line, self.col = 0, line, 0
+        self.numbered: tuple[int, ...] | None = None  # of the last name read (`ident`)
 
     def at(self, k: int = 0) -> str:
         j = self.i + k
@@ -187,6 +193,7 @@ class _Lexer:
                     ws = True
                 else:
                     word = m.group()
+                    numbered = None
                     if kind == "ident":
                         if "«" in word:
                             break  # escaped names: the slow path unescapes them
@@ -194,10 +201,12 @@ class _Lexer:
                             kind = "keyword"
                         elif word == "_":
                             kind = "sym"
+                        elif "." in word:
+                            numbered = _numbered(word.split("."))
                     elif kind == "str":
                         word = word[1:-1]
                     toks.append(Token(kind, word, Pos(file, self.line, self.col), ws, nl,
-                                      nat_literal(word) if kind == "nat" else None))
+                                      nat_literal(word) if kind == "nat" else numbered))
                     ws = nl = False
                     self.col += j - i
                 self.i = j
@@ -209,13 +218,15 @@ class _Lexer:
                 return toks
             start = self.i
             pos = Pos(self.file, self.line, self.col)
+            self.numbered = None  # set by `ident`
             kind, value = self.token()
             # Doc comments and multi-line strings contain line breaks; the position is the start.
             word = self.text[start:self.i] if kind not in ("str",) else value
             if kind == "ident" and word in KEYWORDS:
                 kind = "keyword"
             toks.append(Token(kind, word if kind != "ident" else value, pos, ws, nl,
-                              value if kind == "nat" else None))
+                              value if kind == "nat" else
+                              self.numbered if kind == "ident" else None))
             ws, nl = False, False
 
     def token(self) -> tuple[str, object]:
@@ -249,8 +260,10 @@ class _Lexer:
                          f"token of the Tyr subset of Lean")
 
     def ident(self) -> str:
-        """Dotted names (`torch.linear`, `c.hidden`, `xs.0`) are one token, as in Lean."""
+        """Dotted names (`torch.linear`, `c.hidden`, `p.2`) are one token, as in Lean; the
+        parts written as numerals are `self.numbered` (numbered fields: `p.«2»` is a name)."""
         parts = [self.ident_part()]
+        numbered = []
         while self.at() == "." and (is_id_first(self.at(1)) or self.at(1) == "«"
                                     or _digit(self.at(1))):
             self.advance(1)
@@ -258,10 +271,12 @@ class _Lexer:
                 j = self.i
                 while j < self.n and _digit(self.text[j]):
                     j += 1
+                numbered.append(len(parts))
                 parts.append(self.text[self.i:j])
                 self.advance(j - self.i)
             else:
                 parts.append(self.ident_part())
+        self.numbered = tuple(numbered) or None
         return ".".join(parts)
 
     def ident_part(self) -> str:

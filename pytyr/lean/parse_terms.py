@@ -140,6 +140,23 @@ class TermParser:
                     wraps += 1
                 self.nested(wraps)
                 continue
+            if t.kind == "sym" and t.text == "." and not t.ws_before \
+                    and self.peek().kind in ("nat", "sci") and not self.peek().ws_before \
+                    and self.peek().text.replace(".", "").isdigit():
+                self.next()  # `(e).2.1` lexes `2.1` as one number: numbered fields, each
+                num = self.next()
+                parts = num.text.split(".")
+                for k, part in enumerate(parts):
+                    if part[0] == "0":  # Lean's `fieldIdx` is a numeral from 1; at its dot
+                        dot = t.pos if k == 0 else num.pos._replace(
+                            col=num.pos.col + len(".".join(parts[:k])))
+                        raise LeanError([Diagnostic(dot, f"invalid field notation: '.{part}' "
+                                                         f"is no field; numbered fields count "
+                                                         f"from 1 (`.1` is the first)")])
+                    left = S.Proj(t.pos, left, int(part))
+                    wraps += 1
+                self.nested(wraps)
+                continue
             if prec < MAX_PREC and self.starts_argument() and _is_fn_position(left):
                 args = []
                 while self.starts_argument():
@@ -202,7 +219,7 @@ class TermParser:
             self.next()
             if t.text in ("Type", "Prop"):
                 return S.Sort(t.pos, t.text)
-            return S.Ident(t.pos, t.text)
+            return S.Ident(t.pos, t.text, t.value or ())
         if t.kind == "nat":
             self.next()
             assert isinstance(t.value, int)

@@ -14,6 +14,9 @@ class Expr:
 @dataclass
 class Ident(Expr):
     name: str  # possibly dotted: `torch.linear`, `c.hidden`, `p.w1.node`
+    # the parts written as numerals, by index (`p.2.1`: 1 and 2), numbered fields; an escaped
+    # part (`p.«1»`) is a name
+    numbered: tuple[int, ...] = ()
 
 
 @dataclass
@@ -57,7 +60,7 @@ class App(Expr):
 @dataclass
 class Proj(Expr):
     expr: Expr
-    field: str  # `(e).f`
+    field: str | int  # `(e).f`; an int is a numbered field, `(e).2`
 
 
 @dataclass

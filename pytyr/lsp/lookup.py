@@ -195,31 +195,35 @@ class Lookup:
         if where is None or where.ctx.get(parts[0]) is None:
             return None
         prefix = ".".join(parts[:k + 1])
+        numbered = tuple(i for i in tok.value or () if i <= k)  # `p.2`: numbered fields
         span = (tok.pos.line, tok.pos.col), (tok.pos.line, col + len(parts[k]))
         el = where.elab
         el.quiet = True
         try:
-            term, ty = el.elab(S.Ident(tok.pos, prefix), None, where.ctx)
+            term, ty = el.elab(S.Ident(tok.pos, prefix, numbered), None, where.ctx)
         except (Fail, RecursionError):
             return None
         finally:
             el.quiet = False
-        t = Typed(S.Ident(tok.pos, prefix), term, ty, where.ctx, el)
+        t = Typed(S.Ident(tok.pos, prefix, numbered), term, ty, where.ctx, el)
         f = Found(span, name=prefix, type=self.shower.typed(t))
         if k == 0:
             local = visible(self.decls, parts[0], p)
             f.target = self._pos(local.at) if local is not None else None
         else:
-            f.target = self._field_target(t, ".".join(parts[:k]), parts[k])
+            f.target = self._field_target(t, ".".join(parts[:k]),
+                                          int(parts[k]) if k in numbered else parts[k])
         self.resolve(f, ty, t)
         self.value(f, term, ty, t)
         return f
 
-    def _field_target(self, t: Typed, prefix: str, name: str) -> Pos | None:
+    def _field_target(self, t: Typed, prefix: str, name: str | int) -> Pos | None:
+        """Where field `name` (an int: numbered from 1) of `prefix`'s structure is declared."""
         el = t.elab
         el.quiet = True
+        numbered = tuple(i for i in getattr(t.expr, "numbered", ()) if i < prefix.count(".") + 1)
         try:
-            _, ty = el.elab(S.Ident(t.expr.pos, prefix), None, t.ctx)
+            _, ty = el.elab(S.Ident(t.expr.pos, prefix, numbered), None, t.ctx)
             wty = el.whnf(ty)
         except (Fail, RecursionError):
             return None
@@ -228,10 +232,13 @@ class Lookup:
         head = getattr(wty, "head", None)
         info = self.env.get(head) if head else None
         if isinstance(info, StructInfo):
+            if isinstance(name, int):
+                return info.fields[name - 1].pos if 0 < name <= len(info.fields) else None
             for fi in info.fields:
                 if fi.name == name:
                     return fi.pos
-        return self._info_pos(self.env.get(f"{head}.{name}")) if head else None
+        return self._info_pos(self.env.get(f"{head}.{name}")) if head and \
+            isinstance(name, str) else None
 
     def _declared(self, b: Binding) -> tuple[str, Any] | None:
         if self._by_pos is None:
