@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytyr.lean.defeq import Normalizer, nat_eval, unify
+from pytyr.lean.arith import nat_eval
+from pytyr.lean.defeq import Normalizer, unify
 from pytyr.lean.terms import Lit, MetaCtx, NatOp, Var
 from tests.lean.helpers import check_src, one_error
 

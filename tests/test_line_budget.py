@@ -13,7 +13,6 @@ BUDGET = 400
 # Over budget today, each at most this long; split them rather than raise a number.
 OVER = {
     "ir/validate.py": 534,
-    "lean/lexer.py": 408,
 }
 
 

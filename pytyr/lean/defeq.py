@@ -10,18 +10,20 @@
   (`Normalizer._succ_rhs`). A product with an open first factor grows as it unfolds, so it
   unfolds lazily, one step where it is unified with a sum, as Lean's lazy delta reduction
   takes it: `a * (b + 1) =?= a * b + a`, `n * 2 =?= 0 + n + n` (`_mul_step`);
-- `a < b` is `a + 1 ≤ b` by definition;
+- `a < b` is `a + 1 ≤ b` by definition, `a ≥ b` is `b ≤ a`, `a > b` is `b < a`;
 - nothing else about open terms: `0 + n`, `n - 1 + 1`, `n * 1` vs `n`, `n + m` vs `m + n`,
   `4 * d` vs `d * 4`, `(n + 1) * 3` vs `3 * n + 3` differ;
 - `let`s, `abbrev`/`def` constants, a `fun` applied and projections of known structure values
   unfold.
 Where the checker cannot decide, it answers "not equal", and the caller reports an error.
 Shared by the checker and the instantiator; neither state nor environment lives here.
+Closed arithmetic is `arith.py`'s.
 """
 from __future__ import annotations
 
 from typing import Callable
 
+from .arith import float_eval, nat_eval
 from .terms import (
     PAIR_FIELDS,
     App,
@@ -51,45 +53,6 @@ from .terms import (
     subst,
 )
 from .written import alike_as_written
-
-
-class TooLarge(Exception):
-    """Closed arithmetic whose result the checker will not compute (a located error)."""
-
-
-NAT_BITS_LIMIT = 1 << 22  # ~1.26 million decimal digits: far past any shape, still fast
-
-
-def nat_eval(op: str, a: int, b: int) -> int:
-    """Lean's `Nat` operations: truncated subtraction, `x / 0 = 0`, `x % 0 = x`."""
-    if op == "+":
-        return a + b
-    if op == "-":
-        return max(a - b, 0)
-    if op == "*":
-        if a.bit_length() + b.bit_length() > NAT_BITS_LIMIT:
-            raise TooLarge(f"the product of a {a.bit_length()}-bit and a {b.bit_length()}-bit "
-                           f"number is over the checker's limit of {NAT_BITS_LIMIT} bits")
-        return a * b
-    if op == "/":
-        return a // b if b else 0
-    if op == "%":
-        return a % b if b else a
-    if op == "min":
-        return min(a, b)
-    raise ValueError(op)
-
-
-def float_eval(op: str, a: float, b: float) -> float:
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    if op == "/":
-        return a / b if b else (float("inf") if a > 0 else float("-inf") if a < 0 else float("nan"))
-    raise ValueError(op)
 
 
 class Normalizer:

@@ -12,6 +12,7 @@ from typing import Callable
 from ..errors import Pos
 from . import syntax as S
 from .application import ApplyRules
+from .bounds import floors, least_value
 from .context import Ctx
 from .defeq import Normalizer, unify
 from .env import TENSOR_FAMILIES, Env
@@ -275,15 +276,15 @@ class TermElab(ApplyRules):
         (`src/Init/Tactics.lean`: `first | done | assumption | get_elem_tactic_extensible`,
         which tries `omega`) proves it: by a hypothesis in scope whose type is `i < n` up to
         definitional equality (`assumption`), or when `i` is below the least value of `n`
-        that numbers and the hypotheses in scope give (`least_value`: a part of what `omega`
-        proves). The index itself must be a number: instantiation selects the element."""
+        that numbers and the hypotheses in scope give (`bounds.least_value`: a part of what
+        `omega` proves). The index itself must be a number: instantiation selects the element."""
         term, ty = self.elab(e.expr, None, ctx)
         vty = self.whnf(ty)
         if not (isinstance(vty, App) and vty.head == "Vector"):
             raise Fail(e.pos, f"indexing `[i]` needs a Vector, but this has type {self.show(ty)}")
         i, _ = self.elab(e.index, NAT, ctx)
         i, n = self.whnf(i), self.whnf(vty.args[1])
-        if not isinstance(i, Lit) or not (i.n < self.least_value(n, self.floors(ctx))
+        if not isinstance(i, Lit) or not (i.n < least_value(n, floors(ctx, self.whnf), self.whnf)
                                           or self.assumed(Rel("<", i, n), ctx)):
             if isinstance(i, Lit) and isinstance(n, Lit):
                 raise Fail(e.index.pos, f"index {i.n} is out of bounds: the vector has {n.n} "
@@ -296,52 +297,6 @@ class TermElab(ApplyRules):
         item = base.items[i.n] if isinstance(base, Arr) and i.n < len(base.items) \
             else Proj(term, f"[{i.n}]")
         return item, vty.args[0]
-
-    def least_value(self, n: Term, floors: dict[Term, int]) -> int:
-        """A lower bound of the Nat `n`: its numbers, sums, `min`s, products and divisions by
-        a number, over terms at least their `floors` (any other term at least 0). Each step
-        is linear arithmetic over hypotheses, which `omega` decides (`min` split, `/` by a
-        number, a product of two terms an atom, as its docstring says): what this proves, it
-        proves; it proves less (no upper bounds, no subtraction, no contradictions)."""
-        n = self.whnf(n)
-        if isinstance(n, Lit):
-            return n.n
-        if isinstance(n, NatOp) and n.op in ("+", "min"):
-            a, b = self.least_value(n.a, floors), self.least_value(n.b, floors)
-            return a + b if n.op == "+" else min(a, b)
-        if isinstance(n, NatOp) and n.op == "*":  # linear: a number times a term (`omega`
-            a, b = self.whnf(n.a), self.whnf(n.b)  # takes any other product as an atom)
-            if isinstance(a, Lit) or isinstance(b, Lit):
-                return self.least_value(a, floors) * self.least_value(b, floors)
-        if isinstance(n, NatOp) and n.op == "/":
-            d = self.whnf(n.b)
-            if isinstance(d, Lit) and d.n > 0:
-                return self.least_value(n.a, floors) // d.n
-        try:
-            return floors.get(n, 0)
-        except TypeError:  # a term with an unhashable part: no hypothesis is about it
-            return 0
-
-    def floors(self, ctx: Ctx) -> dict[Term, int]:
-        """What the hypotheses in scope say a term is at least: `k ≤ x`, `k < x`, `x = k` or
-        `k = x`, with `x` no number and no arithmetic (`k`: its least value alone)."""
-        out: dict[Term, int] = {}
-
-        def floor(x: Term, at_least: int) -> None:
-            x = self.whnf(x)
-            if not isinstance(x, (Lit, NatOp)):
-                try:
-                    out[x] = max(out.get(x, 0), at_least)
-                except TypeError:
-                    pass
-        for h in ctx.locals():
-            prop = self.whnf(h.type)
-            if isinstance(prop, Rel) and prop.op in ("≤", "<"):
-                floor(prop.b, self.least_value(prop.a, {}) + (prop.op == "<"))
-            elif isinstance(prop, Eq):
-                floor(prop.a, self.least_value(prop.b, {}))
-                floor(prop.b, self.least_value(prop.a, {}))
-        return out
 
     def assumed(self, prop: Term, ctx: Ctx) -> bool:
         """Lean's `assumption`: a local in scope, innermost first, whose type is `prop` up to

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import Diagnostic, LeanError, Pos
+from .chars import NAME, is_digit, is_id_first, is_id_rest, numbered_parts
 from .numerals import nat_literal
 
 KEYWORDS = {
@@ -35,28 +36,6 @@ _QUOTABLE = {"\\": "\\", '"': '"', "'": "'", "r": "\r", "n": "\n", "t": "\t"}
 _HEX = set("0123456789abcdefABCDEF")
 
 
-def is_letter_like(c: str) -> bool:
-    """Lean's `isLetterLike`: Greek but `λ Π Σ`, Coptic, letter-like symbols, Latin-1."""
-    v = ord(c)
-    return ((0x3B1 <= v <= 0x3C9 and v != 0x3BB)
-            or (0x391 <= v <= 0x3A9 and v not in (0x3A0, 0x3A3))
-            or 0x3CA <= v <= 0x3FB or 0x1F00 <= v <= 0x1FFE or 0x2100 <= v <= 0x214F
-            or 0x1D49C <= v <= 0x1D59F or (0xC0 <= v <= 0xFF and v not in (0xD7, 0xF7))
-            or 0x100 <= v <= 0x17F)
-
-
-def is_subscript_alnum(c: str) -> bool:
-    v = ord(c)
-    return 0x2080 <= v <= 0x2089 or 0x2090 <= v <= 0x209C or 0x1D62 <= v <= 0x1D6A or v == 0x2C7C
-
-
-# The same classes as regular expressions, for the fast path of `_Lexer.tokens`.
-_LETTER_LIKE = ("\u03b1-\u03ba\u03bc-\u03c9\u0391-\u039f\u03a1\u03a2\u03a4-\u03a9"
-                "\u03ca-\u03fb\u1f00-\u1ffe\u2100-\u214f\U0001d49c-\U0001d59f"
-                "\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u00ff\u0100-\u017f")
-_SUBSCRIPT = "\u2080-\u2089\u2090-\u209c\u1d62-\u1d6a\u2c7c"
-_PART = f"(?:[A-Za-z_{_LETTER_LIKE}][A-Za-z0-9_'!?{_LETTER_LIKE}{_SUBSCRIPT}]*|«[^»]*»)"
-NAME = rf"{_PART}(?:\.(?:{_PART}|[0-9]+))*"  # a dotted name, as `_Lexer.ident` reads it
 # One regular token at a position; anything else (errors included) takes the slow path.
 _FAST = re.compile(
     r"(?P<ws>[ \n]+)|(?P<line>--[^\n]*)"
@@ -67,28 +46,6 @@ _FAST = re.compile(
 
 
 _COMMENT_MARK = re.compile(r"/-|-/")
-
-
-def _ascii_alpha(c: str) -> bool:
-    return ("a" <= c <= "z") or ("A" <= c <= "Z")
-
-
-def is_id_first(c: str) -> bool:
-    return _ascii_alpha(c) or c == "_" or is_letter_like(c)
-
-
-def is_id_rest(c: str) -> bool:
-    return (_ascii_alpha(c) or "0" <= c <= "9" or c in "_'!?" or is_letter_like(c)
-            or is_subscript_alnum(c))
-
-
-def _numbered(parts: list[str]) -> tuple[int, ...] | None:
-    """The indices of the parts of a dotted name written as numerals (`p.2.1`: 1, 2)."""
-    return tuple(i for i, p in enumerate(parts) if p[:1].isdigit()) or None
-
-
-def _digit(c: str) -> bool:
-    return "0" <= c <= "9"  # `Char.isDigit` is ASCII only
 
 
 @dataclass(slots=True)  # not frozen: one per token, and a frozen __init__ costs 3x
@@ -202,7 +159,7 @@ class _Lexer:
                         elif word == "_":
                             kind = "sym"
                         elif "." in word:
-                            numbered = _numbered(word.split("."))
+                            numbered = numbered_parts(word.split("."))
                     elif kind == "str":
                         word = word[1:-1]
                     toks.append(Token(kind, word, Pos(file, self.line, self.col), ws, nl,
@@ -244,7 +201,7 @@ class _Lexer:
         if c == "'" and self.at(1) != "'":
             self.char_literal()
             return "char", None
-        if _digit(c):
+        if is_digit(c):
             return self.number()
         if c == "«" or is_id_first(c):
             name = self.ident()
@@ -265,11 +222,11 @@ class _Lexer:
         parts = [self.ident_part()]
         numbered = []
         while self.at() == "." and (is_id_first(self.at(1)) or self.at(1) == "«"
-                                    or _digit(self.at(1))):
+                                    or is_digit(self.at(1))):
             self.advance(1)
-            if _digit(self.at()):
+            if is_digit(self.at()):
                 j = self.i
-                while j < self.n and _digit(self.text[j]):
+                while j < self.n and is_digit(self.text[j]):
                     j += 1
                 numbered.append(len(parts))
                 parts.append(self.text[self.i:j])
@@ -321,21 +278,21 @@ class _Lexer:
             name = {"b": "binary", "o": "octal", "x": "hexadecimal"}[base]
             self.digits(ok, f"{name} number", True)
             return "nat", nat_literal(self.text[start:self.i])
-        self.digits(_digit, "decimal number", False)
+        self.digits(is_digit, "decimal number", False)
         if self.at() not in (".", "e", "E"):
             return "nat", nat_literal(self.text[start:self.i])
         if self.at() == ".":  # `1.` is a scientific literal too
             self.advance(1)
-            if _digit(self.at()):
-                self.digits(_digit, "decimal number", False)
+            if is_digit(self.at()):
+                self.digits(is_digit, "decimal number", False)
         if self.at() in ("e", "E"):
             at_e = (self.line, self.col)  # Lean reports a missing exponent at the `e`
             self.advance(1)
             if self.at() in ("+", "-"):
                 self.advance(1)
-            if not _digit(self.at()):
+            if not is_digit(self.at()):
                 raise self.error("missing exponent digits in scientific literal", at_e)
-            self.digits(_digit, "decimal number", False)
+            self.digits(is_digit, "decimal number", False)
         return "sci", None
 
     def quoted(self, in_string: bool) -> str:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from ..errors import Diagnostic, LeanError, Pos
 from . import syntax as S
+from .arith import TooLarge
 from .check import Checker
-from .defeq import TooLarge
 from .env import NATIVE_MODULE_PREFIX, DefInfo, Env, builtin_defs
 from .failure import Fail
 from .parser import Parser

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import Diagnostic, Pos
 from ..lean import syntax as S
-from ..lean.defeq import TooLarge
+from ..lean.arith import TooLarge
 from ..lean.env import DefInfo, IndInfo, StructInfo
 from ..lean.failure import Fail
 from ..lean.lexer import Token

@@ -13,7 +13,8 @@ from typing import Iterator
 
 from ..errors import LeanError
 from ..lean import syntax as S
-from ..lean.lexer import NAME, Token, tokenize
+from ..lean.chars import NAME
+from ..lean.lexer import Token, tokenize
 from .relex import relex
 
 Point = tuple[int, int]  # (line 1-based, column 0-based in code points), as `Pos`
