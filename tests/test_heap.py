@@ -45,7 +45,9 @@ def test_a_freed_large_tensor_is_reused_without_faulting_pages_in():
     assert said.startswith("kept: glibc's mmap threshold 32 MiB")
     assert all(f < 100 for f in kept[3:]), kept  # 16 MB is 4,096 pages
     plain, _ = _faults("none")
-    assert all(f > 1000 for f in plain[3:]), plain  # glibc's default: a fresh mmap each time
+    # glibc's default: mostly a fresh mmap each time (its dynamic threshold may serve a round
+    # from the heap now and then: one CI run saw [4132, 4093, 4096, 0, 4096, 4096])
+    assert sum(f > 1000 for f in plain[1:]) >= 3, plain
 
 
 @glibc
