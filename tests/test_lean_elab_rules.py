@@ -410,6 +410,8 @@ def test_a_numeral_is_a_numbered_field_and_an_escaped_name_a_name(tmp_path, body
                  "(`.1` is the first)"),
     ("(p).1.0", 5, "invalid field notation: '.0' is no field; numbered fields count from 1 "
                    "(`.1` is the first)"),
+    ("p.2.0", 3, "invalid field notation: '.0' is no field; numbered fields count from 1 "
+                 "(`.1` is the first)"),
 ])
 def test_a_numbered_field_out_of_range_is_an_error_where_lean_puts_it(tmp_path, body, col,
                                                                       message):
@@ -417,3 +419,12 @@ def test_a_numbered_field_out_of_range_is_an_error_where_lean_puts_it(tmp_path, 
     d = one_error(tmp_path, src)
     assert (d.pos.line, d.pos.col, d.message) == (6, src.splitlines()[-1].index(body) + col,
                                                   message)
+
+
+def test_a_numbered_field_of_a_declaration_is_a_field_not_a_name(tmp_path):
+    # `pair.2` is `pair`'s second field: a numeral never continues a declaration's name
+    src = "def pair : Nat × Float := (1, 2.0)\ndef f : Float := pair.2\n"
+    assert check_src(tmp_path, src) == []
+    d = one_error(tmp_path, src.replace("pair.2\n", "pair.3\n"))
+    assert d.message == ("invalid projection: index 3 is invalid for Nat × Float; it must be "
+                         "between 1 and 2")

@@ -91,20 +91,22 @@ class ApplyRules:
             term, ty = self.index(fn, ctx)
             return ("value", term, ty)
         assert isinstance(fn, S.Ident)
-        parts: list = fn.name.split(".")
+        names = fn.name.split(".")
+        parts: list[str | int] = list(names)
         for k in fn.numbered:  # numerals: numbered fields
-            if parts[k][0] == "0":  # Lean's `fieldIdx` is a numeral from 1: `p.0` does not parse
-                dot = Pos(fn.pos.file, fn.pos.line, fn.pos.col + len(".".join(parts[:k])))
-                raise Fail(dot, f"invalid field notation: '.{parts[k]}' is no field; numbered "
+            if names[k][0] == "0":  # Lean's `fieldIdx` is a numeral from 1: `p.0` does not parse
+                dot = Pos(fn.pos.file, fn.pos.line, fn.pos.col + len(".".join(names[:k])))
+                raise Fail(dot, f"invalid field notation: '.{names[k]}' is no field; numbered "
                                 f"fields count from 1 (`.1` is the first)")
-            parts[k] = int(parts[k])
+            parts[k] = int(names[k])
         loc = ctx.get(parts[0])
         if loc is not None:
             if len(parts) == 1:
                 return ("value", loc.term, loc.type)
             return self.field(loc.term, loc.type, parts[1:], fn.pos)
-        for k in range(len(parts), 0, -1):
-            g = self.scope.resolve_global(".".join(parts[:k]), fn.pos)
+        # a numeral is a field, never a component of a declaration's name
+        for k in range(min(fn.numbered, default=len(names)), 0, -1):
+            g = self.scope.resolve_global(".".join(names[:k]), fn.pos)
             if g is None:
                 continue
             info = self.env.get(g) or (g if g in BUILTIN_TYPES else None)
